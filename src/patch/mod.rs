@@ -6,6 +6,7 @@
 //! - [`wrap_root`]: KWOK's `root` (a patch rendered for one top-level field).
 //! - [`apply`] / [`changes`]: a patch applied to an object as JSON, as the API server
 //!   would; and whether it would change anything (no-op detection).
+//! - [`finalizer_ops`]: KWOK's JSON-patch operations for a `finalizers` step.
 //!
 //! JSON patch and merge patch use the `json-patch` crate (RFC 6902, RFC 7396). Strategic
 //! merge patch is implemented here after `k8s.io/apimachinery/pkg/util/strategicpatch`,
@@ -48,6 +49,7 @@
 //! differences from Kubernetes' strategic merge are listed in [`strategic`]'s docs.
 
 mod error;
+mod finalizers;
 mod json;
 mod merge;
 mod schema;
@@ -56,6 +58,7 @@ mod strategic;
 use serde_json::{Map, Value};
 
 pub use error::{PatchError, StrategicError};
+pub use finalizers::finalizer_ops;
 
 /// The type of a patch, as Kubernetes names them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

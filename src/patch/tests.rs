@@ -262,6 +262,19 @@ fn json_patch_no_op_detection() {
     assert!(!changes(&pod(), PatchType::Json, &json!([]), "Pod").unwrap());
 }
 
+#[test]
+fn finalizer_ops_are_json_patches_that_apply() {
+    use crate::stage::v1alpha1::{FinalizerItem, StageFinalizers};
+    let change = StageFinalizers {
+        add: vec![FinalizerItem { value: "b".into() }],
+        remove: vec![FinalizerItem { value: "a".into() }],
+        empty: false,
+    };
+    let ops = finalizer_ops(&["a".to_owned()], &change);
+    let patched = apply(&pod(), PatchType::Json, &Value::Array(ops), "Pod").unwrap();
+    assert_eq!(patched["metadata"]["finalizers"], json!(["b"]));
+}
+
 /// Keys of generated objects: few, so patches and targets overlap.
 const KEYS: &str = "[a-d]";
 
