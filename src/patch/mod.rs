@@ -44,9 +44,27 @@
 //! or a list that is replaced, for every kind, custom resources included.
 //!
 //! Simplifications: `Apply` (server-side apply) is applied as a strategic merge of the
-//! applied object (so custom resources get merge-patch rules); there are no managed
-//! fields, so fields the applied object omits are kept, never removed. The deliberate
-//! differences from Kubernetes' strategic merge are listed in [`strategic`]'s docs.
+//! applied object (so custom resources get merge-patch rules, and lists merge by the
+//! strategic merge key rather than by all the `listMapKey`s); there are no managed
+//! fields, so fields the applied object omits are kept, never removed.
+//!
+//! Strategic merge follows Kubernetes (`mergeMap`, `mergeSlice`, `normalizeElementOrder`),
+//! including its list order: the items a patch names keep the patch's order, and an item
+//! of the object goes before a patched item only if it was before it in the object, so
+//! an added item lands right after the patch's items before it (first, if it is the
+//! patch's first item). Where it differs, on purpose:
+//!
+//! - values the patch brings in whole (a new key, a replaced list or map) are stored
+//!   without `null`s and without directive keys; Kubernetes keeps them in the JSON and
+//!   relies on decoding into Go structs to drop them;
+//! - `$patch: delete` on a map removes the key (as the documentation says) where the Go
+//!   code leaves `{}`;
+//! - `$patch: merge` in a map is accepted as "merge as usual" (Kubernetes rejects it);
+//! - `$deleteFromPrimitiveList/<list>` against an object without that list does nothing
+//!   (Kubernetes stores the deletion list as the list), and it deletes from the list
+//!   whatever the list's declared strategy;
+//! - `$deleteFromPrimitiveList` is applied after the patch's other keys of the same map,
+//!   in one fixed order (Kubernetes iterates a Go map).
 
 mod error;
 mod finalizers;

@@ -15,22 +15,12 @@
 //! - `$setElementOrder/<list>: [..]` orders the merged list;
 //! - `$deleteFromPrimitiveList/<list>: [..]` removes values from a set;
 //! - without `$setElementOrder`, a merged list keeps the patch's order for the items it
-//!   names and slots the object's other items in by their old positions (an item new to
-//!   the list comes before the object's items that follow no patched item).
+//!   names; an item of the object goes before a patched item only if it was before it in
+//!   the object, so an item the patch adds lands right after the patch's items before it
+//!   (first, if it is the patch's first item).
 //!
-//! Where this differs from Kubernetes, on purpose:
-//!
-//! - values the patch brings in whole (a new key, a replaced list or map) are stored
-//!   without `null`s and without directive keys; Kubernetes keeps them in the JSON and
-//!   relies on decoding into Go structs to drop them;
-//! - `$patch: delete` on a map removes the key (as the documentation says) where the Go
-//!   code leaves `{}`;
-//! - `$patch: merge` in a map is accepted as "merge as usual" (Kubernetes rejects it);
-//! - `$deleteFromPrimitiveList/<list>` against an object without that list does nothing
-//!   (Kubernetes stores the deletion list as the list), and it deletes from the list
-//!   whatever the list's declared strategy;
-//! - `$deleteFromPrimitiveList` is applied after the patch's other keys of the same map,
-//!   in one fixed order (Kubernetes iterates a Go map).
+//! Where this differs from Kubernetes, on purpose, is listed in the docs of
+//! [`crate::patch`].
 
 use serde_json::{Map, Value};
 
