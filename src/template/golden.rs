@@ -140,6 +140,8 @@ fn corpus_templates_render_kwok_golden_outputs() {
                     .into_iter()
                     .map(|(name, root, src)| {
                         let template = renderer.parse(&name, &src).expect("parses");
+                        let text = template.render(&obj).expect("renders");
+                        assert!(yaml::takes_fast_path(&text), "{name}: slow YAML path");
                         let data = template
                             .render_json(&obj)
                             .unwrap_or_else(|e| panic!("{base}: {e}"));

@@ -239,6 +239,15 @@ fn key_string(node: &Node) -> Result<String, YamlError> {
     }
 }
 
+/// The JSON value of a scalar with this text, style and tag.
+pub(super) fn scalar_value(
+    text: &str,
+    style: ScalarStyle,
+    tag: Option<&Tag>,
+) -> Result<Value, YamlError> {
+    scalar_node(text, style, tag).map(|node| node.value)
+}
+
 fn scalar_node(text: &str, style: ScalarStyle, tag: Option<&Tag>) -> Result<Node, YamlError> {
     let plain = style == ScalarStyle::Plain;
     let core = tag.and_then(|t| t.suffix_in_namespace(CORE_TAG_PREFIX));
