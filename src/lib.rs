@@ -6,6 +6,7 @@
 //!  objects ──► cluster (in-memory store) ◄── sim (virtual clock) ┘
 //! ```
 
+pub mod clock;
 pub mod patch;
 pub mod rng;
 pub mod stage;
