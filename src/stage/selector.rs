@@ -187,9 +187,24 @@ pub struct Selector {
     annotations: Vec<(String, String)>,
     requirements: Vec<Requirement>,
     conditions: Vec<Cel>,
+    /// Set for a Stage without `spec.selector`, which KWOK treats as inert.
+    never: bool,
 }
 
 impl Selector {
+    /// The selector of a Stage that has none: it matches nothing.
+    pub fn never() -> Selector {
+        Selector {
+            never: true,
+            ..Selector::default()
+        }
+    }
+
+    /// Whether this selector can never match (the Stage had no selector).
+    pub fn is_never(&self) -> bool {
+        self.never
+    }
+
     /// Compiles `spec`; `path` is where it sits (`spec.selector`). Returns every problem
     /// found, each with its field path (e.g. `spec.selector.matchExpressions[1].operator`):
     /// bad jq, bad CEL, unknown operator, values with `Exists`/`DoesNotExist`, no values with
@@ -225,6 +240,9 @@ impl Selector {
     /// Whether `obj` matches every part. A CEL condition that fails to evaluate (a missing
     /// field, a non-bool result) does not match; the reason is logged at debug level.
     pub fn matches(&self, obj: &Value) -> bool {
+        if self.never {
+            return false;
+        }
         let metadata = obj.get("metadata");
         if !set_matches(&self.labels, metadata.and_then(|m| m.get("labels")))
             || !set_matches(
