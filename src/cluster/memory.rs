@@ -1,0 +1,735 @@
+//! An in-memory object store with the write semantics of the Kubernetes API server that
+//! Stages rely on: one global resourceVersion counter, `uid`, `creationTimestamp`,
+//! `generation`, finalizers and `deletionTimestamp`, graceful deletion of pods bound to a
+//! node, status subresource rules, and pod defaulting (`status.phase: Pending`).
+//!
+//! It is synchronous and single-threaded; the simulator owns one. Identifiers are
+//! derived from counters, so a run is reproducible.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use serde_json::{Map, Value, json};
+
+use super::{ApiError, ObjectKey, is_cluster_scoped};
+use crate::clock::Clock;
+use crate::patch::{self, PatchType};
+
+/// The outcome of a write.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Written {
+    /// The object as stored after the write; `changed` is false for a no-op write
+    /// (the API server does not bump resourceVersion then).
+    Stored {
+        /// The stored object.
+        object: Value,
+        /// Whether anything changed.
+        changed: bool,
+    },
+    /// The write removed the object (its last finalizer went while it was being deleted).
+    Removed(Value),
+}
+
+/// The outcome of a delete.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Deleted {
+    /// The object is gone.
+    Removed(Value),
+    /// The object is marked for deletion (finalizers, or a graceful pod deletion) and
+    /// stays until its finalizers are gone or it is deleted with grace period 0.
+    Terminating {
+        /// The object as stored.
+        object: Value,
+        /// Whether this call marked it (false if it already was).
+        changed: bool,
+    },
+}
+
+/// The store.
+#[derive(Debug)]
+pub struct MemoryStore {
+    objects: BTreeMap<ObjectKey, Value>,
+    resource_version: u64,
+    uids: u64,
+    clock: Arc<dyn Clock>,
+}
+
+/// Kubernetes' timestamp format (RFC 3339, seconds, `Z`).
+pub fn timestamp(t: DateTime<Utc>) -> String {
+    t.format("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+impl MemoryStore {
+    /// An empty store whose timestamps come from `clock`.
+    pub fn new(clock: Arc<dyn Clock>) -> Self {
+        Self {
+            objects: BTreeMap::new(),
+            resource_version: 0,
+            uids: 0,
+            clock,
+        }
+    }
+
+    /// The number of objects.
+    pub fn len(&self) -> usize {
+        self.objects.len()
+    }
+
+    /// Whether the store is empty.
+    pub fn is_empty(&self) -> bool {
+        self.objects.is_empty()
+    }
+
+    /// One object.
+    pub fn get(&self, key: &ObjectKey) -> Option<&Value> {
+        self.objects.get(key)
+    }
+
+    /// Every object, ordered by key.
+    pub fn iter(&self) -> impl Iterator<Item = (&ObjectKey, &Value)> {
+        self.objects.iter()
+    }
+
+    /// The last resourceVersion handed out.
+    pub fn resource_version(&self) -> u64 {
+        self.resource_version
+    }
+
+    fn next_rv(&mut self) -> String {
+        self.resource_version += 1;
+        self.resource_version.to_string()
+    }
+
+    /// Create an object, filling in what the API server fills in. `generateName` is
+    /// honoured; a missing namespace on a namespaced kind becomes `default`.
+    pub fn create(&mut self, mut object: Value) -> Result<Value, ApiError> {
+        let Some(map) = object.as_object_mut() else {
+            return Err(ApiError::BadRequest(
+                "the object is not a JSON object".into(),
+            ));
+        };
+        for field in ["apiVersion", "kind"] {
+            if map
+                .get(field)
+                .is_none_or(|v| v.as_str().is_none_or(|s| s.is_empty()))
+            {
+                return Err(ApiError::BadRequest(format!("{field} is required")));
+            }
+        }
+        let api_version = str_of(map, "apiVersion");
+        let kind = str_of(map, "kind");
+        let meta = map.entry("metadata").or_insert_with(|| json!({}));
+        let Some(meta) = meta.as_object_mut() else {
+            return Err(ApiError::BadRequest("metadata is not an object".into()));
+        };
+        if meta
+            .get("name")
+            .is_none_or(|n| n.as_str().is_none_or(|s| s.is_empty()))
+        {
+            match meta.get("generateName").and_then(Value::as_str) {
+                Some(prefix) if !prefix.is_empty() => {
+                    let name = format!("{prefix}{}", generated_suffix(self.uids + 1));
+                    meta.insert("name".into(), json!(name));
+                }
+                _ => return Err(ApiError::Invalid("metadata.name: Required value".into())),
+            }
+        }
+        if is_cluster_scoped(&api_version, &kind) {
+            meta.remove("namespace");
+        } else if meta
+            .get("namespace")
+            .is_none_or(|n| n.as_str().is_none_or(|s| s.is_empty()))
+        {
+            meta.insert("namespace".into(), json!("default"));
+        }
+        let key = ObjectKey::of(&object)
+            .ok_or_else(|| ApiError::BadRequest("object has no name".into()))?;
+        if self.objects.contains_key(&key) {
+            return Err(ApiError::AlreadyExists(key.to_string()));
+        }
+        self.uids += 1;
+        let uid = pseudo_uuid(self.uids);
+        let now = timestamp(self.clock.now());
+        let rv = self.next_rv();
+        if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.insert("uid".into(), json!(uid));
+            meta.insert("resourceVersion".into(), json!(rv));
+            meta.insert("creationTimestamp".into(), json!(now));
+            meta.insert("generation".into(), json!(1));
+            meta.remove("deletionTimestamp");
+        }
+        if key.kind == "Pod" && key.api_version == "v1" {
+            default_pod(&mut object);
+        }
+        self.objects.insert(key, object.clone());
+        Ok(object)
+    }
+
+    /// PATCH an object or its subresource.
+    pub fn patch(
+        &mut self,
+        key: &ObjectKey,
+        patch_type: PatchType,
+        subresource: Option<&str>,
+        data: &Value,
+    ) -> Result<Written, ApiError> {
+        let old = self
+            .objects
+            .get(key)
+            .ok_or_else(|| ApiError::NotFound(key.to_string()))?;
+        let patched = patch::apply(old, patch_type, data, &key.kind)
+            .map_err(|e| ApiError::Invalid(e.to_string()))?;
+        let new = match subresource {
+            Some("status") => status_write(old, &patched),
+            _ => main_write(old, patched, key),
+        };
+        Ok(self.commit(key, new, Enforce::ClientWrite))
+    }
+
+    /// Write a whole object: create it if it does not exist (unless a subresource is
+    /// named), else merge it onto the stored one by `patch_type` (last writer wins: no
+    /// managed fields).
+    pub fn apply(
+        &mut self,
+        object: &Value,
+        patch_type: PatchType,
+        subresource: Option<&str>,
+    ) -> Result<Written, ApiError> {
+        let mut object = object.clone();
+        let api_version = object_str(&object, "apiVersion");
+        let kind = object_str(&object, "kind");
+        if !is_cluster_scoped(&api_version, &kind)
+            && let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut)
+            && meta
+                .get("namespace")
+                .is_none_or(|n| n.as_str().is_none_or(|s| s.is_empty()))
+        {
+            meta.insert("namespace".into(), json!("default"));
+        }
+        let key = ObjectKey::of(&object).ok_or_else(|| {
+            ApiError::BadRequest("applied object has no apiVersion, kind or name".into())
+        })?;
+        if !self.objects.contains_key(&key) {
+            if subresource.is_some() {
+                return Err(ApiError::NotFound(key.to_string()));
+            }
+            let created = self.create(object)?;
+            return Ok(Written::Stored {
+                object: created,
+                changed: true,
+            });
+        }
+        let as_patch = match patch_type {
+            PatchType::Json => {
+                return Err(ApiError::UnsupportedMediaType(
+                    PatchType::Json.content_type().into(),
+                ));
+            }
+            other => other,
+        };
+        self.patch(&key, as_patch, subresource, &object)
+    }
+
+    /// DELETE an object. With `grace_period_seconds` `None`, a pod bound to a node is
+    /// only marked (deletionTimestamp = now + its termination grace period), as the API
+    /// server does while the kubelet stops it; `Some(0)` removes it. An object with
+    /// finalizers is marked and stays until they are gone.
+    pub fn delete(
+        &mut self,
+        key: &ObjectKey,
+        grace_period_seconds: Option<i64>,
+    ) -> Result<Deleted, ApiError> {
+        let old = self
+            .objects
+            .get(key)
+            .ok_or_else(|| ApiError::NotFound(key.to_string()))?;
+        let now = self.clock.now();
+        let bound_pod = key.kind == "Pod"
+            && key.api_version == "v1"
+            && old
+                .pointer("/spec/nodeName")
+                .and_then(Value::as_str)
+                .is_some_and(|n| !n.is_empty());
+        let grace = match grace_period_seconds {
+            Some(g) => g.max(0),
+            None if bound_pod => old
+                .pointer("/spec/terminationGracePeriodSeconds")
+                .and_then(Value::as_i64)
+                .unwrap_or(30)
+                .max(0),
+            None => 0,
+        };
+        let has_finalizers = old
+            .pointer("/metadata/finalizers")
+            .and_then(Value::as_array)
+            .is_some_and(|f| !f.is_empty());
+        if !has_finalizers && (grace == 0 || !bound_pod) {
+            let removed = self.objects.remove(key).unwrap_or(Value::Null);
+            self.resource_version += 1;
+            return Ok(Deleted::Removed(removed));
+        }
+        let already = old.pointer("/metadata/deletionTimestamp").is_some();
+        let old_grace = old
+            .pointer("/metadata/deletionGracePeriodSeconds")
+            .and_then(Value::as_i64);
+        // A shorter grace period moves the deletion forward; a longer one never delays it.
+        if already && old_grace.is_some_and(|g| g <= grace) {
+            return Ok(Deleted::Terminating {
+                object: old.clone(),
+                changed: false,
+            });
+        }
+        let mut new = old.clone();
+        if let Some(meta) = new.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.insert(
+                "deletionTimestamp".into(),
+                json!(timestamp(now + TimeDelta::seconds(grace))),
+            );
+            meta.insert("deletionGracePeriodSeconds".into(), json!(grace));
+        }
+        match self.commit(key, new, Enforce::ServerWrite) {
+            Written::Stored { object, changed } => Ok(Deleted::Terminating { object, changed }),
+            Written::Removed(object) => Ok(Deleted::Removed(object)),
+        }
+    }
+
+    /// Store `new` as the next version of `key`; a client write cannot change what the
+    /// server owns (identity, timestamps, deletion state).
+    fn commit(&mut self, key: &ObjectKey, mut new: Value, enforce: Enforce) -> Written {
+        let Some(old) = self.objects.get(key) else {
+            return Written::Removed(new);
+        };
+        if enforce == Enforce::ClientWrite {
+            restore_immutable(old, &mut new);
+        }
+        if new == *old {
+            return Written::Stored {
+                object: new,
+                changed: false,
+            };
+        }
+        if new.get("spec") != old.get("spec") {
+            let generation = old
+                .pointer("/metadata/generation")
+                .and_then(Value::as_i64)
+                .unwrap_or(1);
+            if let Some(meta) = new.get_mut("metadata").and_then(Value::as_object_mut) {
+                meta.insert("generation".into(), json!(generation + 1));
+            }
+        }
+        let terminating = new.pointer("/metadata/deletionTimestamp").is_some();
+        let finalizers_left = new
+            .pointer("/metadata/finalizers")
+            .and_then(Value::as_array)
+            .is_some_and(|f| !f.is_empty());
+        let graceful_pod_pending = new
+            .pointer("/metadata/deletionGracePeriodSeconds")
+            .and_then(Value::as_i64)
+            .is_some_and(|g| g > 0);
+        let rv = self.next_rv();
+        if let Some(meta) = new.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.insert("resourceVersion".into(), json!(rv));
+        }
+        if terminating && !finalizers_left && !graceful_pod_pending {
+            self.objects.remove(key);
+            return Written::Removed(new);
+        }
+        self.objects.insert(key.clone(), new.clone());
+        Written::Stored {
+            object: new,
+            changed: true,
+        }
+    }
+}
+
+/// Who is writing: a client (whose changes to server-owned fields are dropped) or the
+/// store itself (marking an object for deletion).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Enforce {
+    ClientWrite,
+    ServerWrite,
+}
+
+fn str_of(map: &Map<String, Value>, field: &str) -> String {
+    map.get(field)
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned()
+}
+
+fn object_str(object: &Value, field: &str) -> String {
+    object
+        .get(field)
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned()
+}
+
+/// A status write keeps everything of the stored object but its status (and labels and
+/// annotations, which the API server also takes from status writes).
+fn status_write(old: &Value, patched: &Value) -> Value {
+    let mut new = old.clone();
+    let Some(map) = new.as_object_mut() else {
+        return new;
+    };
+    match patched.get("status") {
+        Some(status) => {
+            map.insert("status".into(), status.clone());
+        }
+        None => {
+            map.remove("status");
+        }
+    }
+    for field in ["labels", "annotations"] {
+        let value = patched.pointer(&format!("/metadata/{field}")).cloned();
+        if let Some(meta) = map.get_mut("metadata").and_then(Value::as_object_mut) {
+            match value {
+                Some(v) => meta.insert(field.into(), v),
+                None => meta.remove(field),
+            };
+        }
+    }
+    new
+}
+
+/// A write to the object itself ignores status for kinds that have a status subresource.
+fn main_write(old: &Value, mut patched: Value, key: &ObjectKey) -> Value {
+    if has_status_subresource(&key.api_version, &key.kind)
+        && let Some(map) = patched.as_object_mut()
+    {
+        match old.get("status") {
+            Some(status) => map.insert("status".into(), status.clone()),
+            None => map.remove("status"),
+        };
+    }
+    patched
+}
+
+/// Built-in kinds served with a status subresource.
+fn has_status_subresource(api_version: &str, kind: &str) -> bool {
+    patch::is_builtin(api_version, kind)
+        && !matches!(
+            kind,
+            "ConfigMap"
+                | "Secret"
+                | "Event"
+                | "Lease"
+                | "ServiceAccount"
+                | "StorageClass"
+                | "Role"
+                | "RoleBinding"
+                | "ClusterRole"
+                | "ClusterRoleBinding"
+                | "Endpoints"
+                | "PriorityClass"
+        )
+}
+
+fn restore_immutable(old: &Value, new: &mut Value) {
+    for field in ["apiVersion", "kind"] {
+        if let (Some(v), Some(map)) = (old.get(field), new.as_object_mut()) {
+            map.insert(field.into(), v.clone());
+        }
+    }
+    if !new.get("metadata").is_some_and(Value::is_object)
+        && let Some(map) = new.as_object_mut()
+    {
+        map.insert("metadata".into(), json!({}));
+    }
+    let Some(meta) = new.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    for field in [
+        "name",
+        "namespace",
+        "uid",
+        "creationTimestamp",
+        "resourceVersion",
+        "generation",
+        "deletionGracePeriodSeconds",
+    ] {
+        match old.pointer(&format!("/metadata/{field}")) {
+            Some(v) => meta.insert(field.into(), v.clone()),
+            None => meta.remove(field),
+        };
+    }
+    // Once set, deletionTimestamp cannot be unset or moved by a write.
+    if let Some(ts) = old.pointer("/metadata/deletionTimestamp") {
+        meta.insert("deletionTimestamp".into(), ts.clone());
+    } else {
+        meta.remove("deletionTimestamp");
+    }
+}
+
+fn default_pod(pod: &mut Value) {
+    let Some(map) = pod.as_object_mut() else {
+        return;
+    };
+    let status = map.entry("status").or_insert_with(|| json!({}));
+    if let Some(status) = status.as_object_mut() {
+        status.entry("phase").or_insert_with(|| json!("Pending"));
+    }
+}
+
+/// A UUID-shaped identifier from a counter: unique in a store and reproducible.
+fn pseudo_uuid(n: u64) -> String {
+    format!("00000000-0000-4000-8000-{n:012x}")
+}
+
+/// The five-character suffix `generateName` gets, from a counter.
+fn generated_suffix(n: u64) -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut x = n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    (0..5)
+        .map(|_| {
+            let c = ALPHABET[(x % ALPHABET.len() as u64) as usize] as char;
+            x /= ALPHABET.len() as u64;
+            c
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+
+    fn store() -> (MemoryStore, Arc<ManualClock>) {
+        let start = DateTime::parse_from_rfc3339("2025-01-01T00:00:00Z")
+            .expect("time")
+            .with_timezone(&Utc);
+        let clock = Arc::new(ManualClock::new(start));
+        (MemoryStore::new(clock.clone()), clock)
+    }
+
+    fn pod(name: &str, node: Option<&str>) -> Value {
+        let mut p = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": {"containers": [{"name": "c", "image": "i"}]}});
+        if let Some(n) = node {
+            p["spec"]["nodeName"] = json!(n);
+        }
+        p
+    }
+
+    fn key(obj: &Value) -> ObjectKey {
+        ObjectKey::of(obj).expect("key")
+    }
+
+    #[test]
+    fn create_fills_in_server_fields_and_defaults() {
+        let (mut s, _) = store();
+        let p = s.create(pod("a", None)).expect("created");
+        assert_eq!(p["metadata"]["namespace"], "default");
+        assert_eq!(p["metadata"]["resourceVersion"], "1");
+        assert_eq!(p["metadata"]["creationTimestamp"], "2025-01-01T00:00:00Z");
+        assert_eq!(p["metadata"]["generation"], 1);
+        assert_eq!(p["status"]["phase"], "Pending");
+        assert!(p["metadata"]["uid"].as_str().is_some_and(|u| u.len() == 36));
+        let n = s
+            .create(json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n", "namespace": "x"}}))
+            .expect("node");
+        assert!(
+            n["metadata"].get("namespace").is_none(),
+            "nodes are cluster-scoped"
+        );
+        assert_eq!(
+            s.create(pod("a", None)),
+            Err(ApiError::AlreadyExists("Pod default/a".into()))
+        );
+        let g = s
+            .create(
+                json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"generateName": "web-"}}),
+            )
+            .expect("generated");
+        let name = g["metadata"]["name"].as_str().expect("name");
+        assert!(name.starts_with("web-") && name.len() == 9, "{name}");
+        assert!(matches!(
+            s.create(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {}})),
+            Err(ApiError::Invalid(_))
+        ));
+    }
+
+    #[test]
+    fn status_and_main_writes_follow_subresource_rules() {
+        let (mut s, _) = store();
+        let p = s.create(pod("a", None)).expect("created");
+        let k = key(&p);
+        let w = s
+            .patch(
+                &k,
+                PatchType::Merge,
+                Some("status"),
+                &json!({"status": {"phase": "Running"}, "spec": {"nodeName": "sneaky"}}),
+            )
+            .expect("patched");
+        let Written::Stored { object, changed } = w else {
+            panic!("stored")
+        };
+        assert!(changed);
+        assert_eq!(object["status"]["phase"], "Running");
+        assert!(
+            object["spec"].get("nodeName").is_none(),
+            "a status write ignores spec"
+        );
+        assert_eq!(object["metadata"]["resourceVersion"], "2");
+        let w = s
+            .patch(
+                &k,
+                PatchType::Merge,
+                None,
+                &json!({"status": {"phase": "Failed"}, "metadata": {"labels": {"a": "b"}}}),
+            )
+            .expect("patched");
+        let Written::Stored { object, .. } = w else {
+            panic!("stored")
+        };
+        assert_eq!(
+            object["status"]["phase"], "Running",
+            "a main write ignores status"
+        );
+        assert_eq!(object["metadata"]["labels"]["a"], "b");
+        // The same patch again changes nothing and keeps the resourceVersion.
+        let rv = object["metadata"]["resourceVersion"].clone();
+        let w = s
+            .patch(
+                &k,
+                PatchType::Merge,
+                None,
+                &json!({"metadata": {"labels": {"a": "b"}}}),
+            )
+            .expect("patched");
+        let Written::Stored { object, changed } = w else {
+            panic!("stored")
+        };
+        assert!(!changed);
+        assert_eq!(object["metadata"]["resourceVersion"], rv);
+        // Server-owned fields cannot be changed by a patch.
+        let w = s
+            .patch(
+                &k,
+                PatchType::Merge,
+                None,
+                &json!({"metadata": {"uid": "forged", "name": "b"}}),
+            )
+            .expect("patched");
+        let Written::Stored { object, changed } = w else {
+            panic!("stored")
+        };
+        assert!(!changed);
+        assert_eq!(object["metadata"]["name"], "a");
+    }
+
+    #[test]
+    fn spec_changes_bump_generation() {
+        let (mut s, _) = store();
+        let p = s.create(pod("a", None)).expect("created");
+        let w = s
+            .patch(
+                &key(&p),
+                PatchType::Merge,
+                None,
+                &json!({"spec": {"nodeName": "n"}}),
+            )
+            .expect("patched");
+        let Written::Stored { object, .. } = w else {
+            panic!("stored")
+        };
+        assert_eq!(object["metadata"]["generation"], 2);
+    }
+
+    #[test]
+    fn finalizers_hold_an_object_until_removed() {
+        let (mut s, clock) = store();
+        let mut p = pod("a", None);
+        p["metadata"]["finalizers"] = json!(["kstage.dev/test"]);
+        let p = s.create(p).expect("created");
+        let k = key(&p);
+        clock.advance(TimeDelta::seconds(5));
+        let Ok(Deleted::Terminating {
+            object,
+            changed: true,
+        }) = s.delete(&k, Some(0))
+        else {
+            panic!("marked")
+        };
+        assert_eq!(
+            object["metadata"]["deletionTimestamp"],
+            "2025-01-01T00:00:05Z"
+        );
+        // Deleting again changes nothing.
+        assert!(matches!(
+            s.delete(&k, Some(0)),
+            Ok(Deleted::Terminating { changed: false, .. })
+        ));
+        // A client cannot unset deletionTimestamp.
+        let w = s
+            .patch(
+                &k,
+                PatchType::Merge,
+                None,
+                &json!({"metadata": {"deletionTimestamp": null}}),
+            )
+            .expect("patched");
+        assert!(matches!(w, Written::Stored { changed: false, .. }));
+        // Removing the last finalizer removes the object.
+        let w = s
+            .patch(
+                &k,
+                PatchType::Json,
+                None,
+                &json!([{"op": "remove", "path": "/metadata/finalizers"}]),
+            )
+            .expect("patched");
+        assert!(matches!(w, Written::Removed(_)));
+        assert!(s.get(&k).is_none());
+        assert_eq!(
+            s.delete(&k, Some(0)),
+            Err(ApiError::NotFound("Pod default/a".into()))
+        );
+    }
+
+    #[test]
+    fn bound_pods_are_deleted_gracefully() {
+        let (mut s, _) = store();
+        let p = s.create(pod("a", Some("node-0"))).expect("created");
+        let k = key(&p);
+        let Ok(Deleted::Terminating {
+            object,
+            changed: true,
+        }) = s.delete(&k, None)
+        else {
+            panic!("a bound pod is only marked")
+        };
+        assert_eq!(
+            object["metadata"]["deletionTimestamp"],
+            "2025-01-01T00:00:30Z"
+        );
+        assert_eq!(object["metadata"]["deletionGracePeriodSeconds"], 30);
+        assert!(matches!(s.delete(&k, Some(0)), Ok(Deleted::Removed(_))));
+        // An unbound pod goes at once.
+        let q = s.create(pod("b", None)).expect("created");
+        assert!(matches!(s.delete(&key(&q), None), Ok(Deleted::Removed(_))));
+    }
+
+    #[test]
+    fn apply_creates_then_merges() {
+        let (mut s, _) = store();
+        let pv = json!({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pv-1"}, "spec": {"capacity": {"storage": "1Gi"}}});
+        let w = s.apply(&pv, PatchType::Apply, None).expect("applied");
+        assert!(matches!(w, Written::Stored { changed: true, .. }));
+        let status = json!({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pv-1"}, "status": {"phase": "Released"}});
+        let Written::Stored { object, .. } = s
+            .apply(&status, PatchType::Merge, Some("status"))
+            .expect("applied")
+        else {
+            panic!("stored")
+        };
+        assert_eq!(object["status"]["phase"], "Released");
+        assert_eq!(object["spec"]["capacity"]["storage"], "1Gi");
+        let missing = json!({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "nope"}, "status": {}});
+        assert!(matches!(
+            s.apply(&missing, PatchType::Merge, Some("status")),
+            Err(ApiError::NotFound(_))
+        ));
+    }
+}
