@@ -1,14 +1,31 @@
-//! kstage: a Kubernetes stage engine.
+//! kstage: a Kubernetes stage engine that plays KWOK `Stage` resources against objects.
+//!
+//! The modules follow the data flow:
 //!
 //! ```text
-//!  stage files ──► stage (compiled selectors, templates) ──► action (what a step sends)
-//!                                                               │
-//!  objects ──► cluster (in-memory store) ◄── sim (virtual clock) ┘
+//!  Stage files ─► stage (compiled: selectors, jq/CEL, templates) ─► StageSet
+//!                                                                      │ select + delay
+//!  objects ─► cluster (store, API semantics) ◄─ sim (virtual clock) ◄──┘
+//!                          ▲                      │ step i
+//!                          └──── action ◄── template + patch
 //! ```
+//!
+//! - [`stage`]: the KWOK Stage model, selectors, weights, delays, loading.
+//! - [`template`]: Go templates with KWOK's functions; [`yaml`]: YAML ↔ JSON.
+//! - [`patch`]: JSON, merge and strategic merge patches; finalizer ops; no-op detection.
+//! - [`action`]: what one step of a Stage sends for one object.
+//! - [`cluster`]: the API boundary; [`cluster::memory`] is the in-memory store.
+//! - [`sim`]: deterministic simulation; [`explain`]: `kstage stage explain`.
+//! - [`clock`], [`rng`]: injected time and randomness; [`cli`]: the command line.
 
+pub mod action;
+pub mod cli;
 pub mod clock;
+pub mod cluster;
+pub mod explain;
 pub mod patch;
 pub mod rng;
+pub mod sim;
 pub mod stage;
 pub mod template;
 pub mod yaml;

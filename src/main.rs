@@ -1,1 +1,5 @@
-fn main() {}
+//! The `kstage` binary: see `kstage --help`.
+
+fn main() -> std::process::ExitCode {
+    kstage::cli::main()
+}

@@ -1,0 +1,171 @@
+//! The command line: argument parsing ([`Args`]) and one function per command.
+//!
+//! Errors are reported here, at the edge, with `anyhow`; exit codes: 0 success, 1 the
+//! input has problems (lint findings, invalid Stage, bad object), 2 usage errors.
+
+mod duration;
+mod explain;
+mod lint;
+mod sim;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+pub use duration::parse_duration;
+
+/// kstage plays KWOK Stages against Kubernetes objects.
+#[derive(Debug, Parser)]
+#[command(name = "kstage", version, about, long_about = None, propagate_version = true)]
+pub struct Args {
+    /// Log filter (e.g. `info`, `kstage=debug`); also read from `KSTAGE_LOG`.
+    #[arg(long, global = true, env = "KSTAGE_LOG", default_value = "warn")]
+    pub log: String,
+    /// The command.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Inspect and validate Stage files.
+    #[command(subcommand)]
+    Stage(StageCommand),
+    /// Simulate Stages over objects on a virtual clock, deterministically.
+    Sim(sim::SimArgs),
+}
+
+/// `kstage stage ...`.
+#[derive(Debug, Subcommand)]
+pub enum StageCommand {
+    /// Show which Stages match an object and exactly what each would send.
+    Explain(explain::ExplainArgs),
+    /// Validate Stages and print every problem with its file, Stage and field.
+    Lint(lint::LintArgs),
+}
+
+/// Output formats of the commands that print data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    /// For people.
+    Text,
+    /// YAML.
+    Yaml,
+    /// JSON.
+    Json,
+}
+
+/// Stage files or folders (the `*.yaml`, `*.yml`, `*.json` files directly inside).
+#[derive(Debug, Clone, clap::Args)]
+pub struct StagePaths {
+    /// Stage files or folders; repeat or give several.
+    #[arg(long = "stages", short = 's', required = true, num_args = 1..)]
+    pub stages: Vec<PathBuf>,
+}
+
+/// Run the command line; returns the process exit code.
+pub fn main() -> ExitCode {
+    let args = Args::parse();
+    init_tracing(&args.log);
+    let result = match args.command {
+        Command::Stage(StageCommand::Explain(a)) => explain::run(a),
+        Command::Stage(StageCommand::Lint(a)) => lint::run(a),
+        Command::Sim(a) => sim::run(a),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            if is_broken_pipe(&e) {
+                return ExitCode::SUCCESS;
+            }
+            eprintln!("error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+fn init_tracing(filter: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_new(filter)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// Write to stdout, turning a closed pipe into an error the caller treats as success.
+fn print(text: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    out.flush()?;
+    Ok(())
+}
+
+/// Load Stages, failing with every problem listed if any Stage is invalid.
+fn load_stages(
+    paths: &[PathBuf],
+    renderer: &crate::template::Renderer,
+) -> anyhow::Result<crate::stage::StageSet> {
+    let loaded = crate::stage::load::load(paths, renderer)?;
+    if !loaded.problems.is_empty() {
+        let list: Vec<String> = loaded.problems.iter().map(|p| format!("  {p}")).collect();
+        anyhow::bail!(
+            "{} problem{} in the Stages (run `kstage stage lint` for details):\n{}",
+            list.len(),
+            if list.len() == 1 { "" } else { "s" },
+            list.join("\n")
+        );
+    }
+    if loaded.stages.is_empty() {
+        let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+        anyhow::bail!("no Stage found in {}", shown.join(", "));
+    }
+    Ok(crate::stage::StageSet::new(loaded.stages))
+}
+
+/// Read every object (YAML document) in `paths`; a document that is not an object with
+/// `apiVersion`, `kind` and `metadata.name` is an error naming its file and index.
+fn read_objects(paths: &[PathBuf]) -> anyhow::Result<Vec<serde_json::Value>> {
+    let mut objects = Vec::new();
+    for (origin, doc) in crate::stage::load::read_documents(paths)? {
+        let doc = doc.map_err(|e| anyhow::anyhow!("{origin}: {}", e.cause))?;
+        // A `List` (as `kubectl get -o yaml` prints) contributes its items.
+        let items = if doc.get("kind").and_then(|k| k.as_str()) == Some("List") {
+            doc.get("items")
+                .and_then(|i| i.as_array())
+                .cloned()
+                .unwrap_or_default()
+        } else {
+            vec![doc]
+        };
+        for item in items {
+            if crate::cluster::ObjectKey::of(&item).is_none()
+                && item.pointer("/metadata/generateName").is_none()
+            {
+                anyhow::bail!(
+                    "{origin}: not a Kubernetes object (needs apiVersion, kind and metadata.name)"
+                );
+            }
+            objects.push(item);
+        }
+    }
+    Ok(objects)
+}
+
+/// Print data as YAML or JSON.
+fn print_value(value: &serde_json::Value, output: Output) -> anyhow::Result<()> {
+    match output {
+        Output::Json => print(&format!("{}\n", serde_json::to_string_pretty(value)?)),
+        Output::Yaml | Output::Text => print(&crate::yaml::to_string(value)),
+    }
+}
