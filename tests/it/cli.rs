@@ -1,0 +1,149 @@
+//! The command line: help, lint and explain.
+
+use crate::{kstage, ok};
+
+#[test]
+fn help_lists_every_command() {
+    let help = ok(&["--help"]);
+    for command in ["stage", "sim"] {
+        assert!(help.contains(command), "{help}");
+    }
+    let stage = ok(&["stage", "--help"]);
+    for command in ["explain", "lint"] {
+        assert!(stage.contains(command), "{stage}");
+    }
+}
+
+#[test]
+fn lint_accepts_the_examples_and_the_kwok_corpus() {
+    let out = ok(&["stage", "lint", "--stages", "examples/stages"]);
+    assert!(out.contains("0 problems"), "{out}");
+    // Each KWOK set on its own (sets reuse Stage names, as alternatives to each other).
+    let corpus = crate::kwok_dir().join("stage");
+    for set in [
+        "node/fast",
+        "node/heartbeat",
+        "node/chaos",
+        "pod/general",
+        "pod/fast",
+        "pod/chaos",
+        "volume/fast",
+    ] {
+        let out = ok(&[
+            "stage",
+            "lint",
+            "--stages",
+            &corpus.join(set).to_string_lossy(),
+        ]);
+        assert!(
+            out.contains("Stages valid, 0 problems") || out.contains("Stage valid, 0 problems"),
+            "{set}: {out}"
+        );
+    }
+}
+
+#[test]
+fn lint_reports_every_problem_with_its_place() {
+    let dir = std::env::temp_dir().join(format!("kstage-lint-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let file = dir.join("stages.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: good
+spec:
+  resourceRef: {apiGroup: v1, kind: Pod}
+  selector:
+    matchLabels: {app: web}
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: bad
+spec:
+  resourceRef: {apiGroup: v1, kind: Pod}
+  selector:
+    matchExpressions:
+    - key: '.status.phase | '
+      operator: In
+      values: [Running]
+    - key: '.metadata.name'
+      operator: Exists
+      values: [x]
+    - cel:
+        expression: 'self.metadata.name =='
+  steps:
+  - patch:
+      template: '{{ .metadata.name '
+  - patch:
+      type: sideways
+      template: 'a: b'
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: not-a-stage
+",
+    )
+    .expect("write");
+    let out = kstage(&["stage", "lint", "--stages", &file.to_string_lossy()]);
+    assert_eq!(out.status.code(), Some(1), "lint exits 1 on problems");
+    let text = String::from_utf8_lossy(&out.stdout);
+    for needle in [
+        "stages.yaml#1 stage \"bad\": spec.selector.matchExpressions[0].key",
+        "spec.selector.matchExpressions[1].values",
+        "spec.selector.matchExpressions[2].cel.expression",
+        "spec.steps[0].patch.template",
+        "spec.steps[1].patch.type",
+        "1 Stage valid, 5 problems",
+    ] {
+        assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
+    }
+}
+
+#[test]
+fn explain_shows_actions_and_noops() {
+    let dir = std::env::temp_dir().join(format!("kstage-explain-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let pod = dir.join("pod.yaml");
+    std::fs::write(
+        &pod,
+        "apiVersion: v1
+kind: Pod
+metadata: {name: p, namespace: default, deletionTimestamp: '2030-01-01T00:00:00Z'}
+spec: {nodeName: n, containers: [{name: c, image: i}]}
+",
+    )
+    .expect("write");
+    let out = ok(&[
+        "stage",
+        "explain",
+        "--stages",
+        "examples/stages",
+        "--now",
+        "2030-01-01T00:00:00Z",
+        &pod.to_string_lossy(),
+    ]);
+    assert!(out.contains("Stage pod-removed"), "{out}");
+    assert!(out.contains("event Normal Killing"), "{out}");
+    assert!(out.contains("delete"), "{out}");
+    // The pod has no finalizers, so emptying them sends nothing: no patch is listed.
+    assert!(!out.contains("json-patch"), "{out}");
+    // The deletion time is now, so the jitter bound (0) is below the base delay: no wait.
+    assert!(out.contains("delay 0s"), "{out}");
+}
+
+#[test]
+fn explain_of_an_unknown_object_file_fails_cleanly() {
+    let out = kstage(&[
+        "stage",
+        "explain",
+        "--stages",
+        "examples/stages",
+        "missing.yaml",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("missing.yaml"));
+}

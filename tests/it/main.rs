@@ -1,0 +1,43 @@
+//! kstage's integration tests, built as one binary: the KWOK golden corpus, and the
+//! command line end to end.
+
+mod cli;
+mod golden;
+mod sim;
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+/// The KWOK corpus: `$KSTAGE_KWOK_DIR`, else `../shared/kwok` beside the project.
+pub fn kwok_dir() -> PathBuf {
+    std::env::var_os("KSTAGE_KWOK_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/kwok"))
+}
+
+/// The project root.
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Run the kstage binary.
+pub fn kstage(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kstage"))
+        .args(args)
+        .current_dir(root())
+        .env_remove("KSTAGE_LOG")
+        .output()
+        .expect("the kstage binary runs")
+}
+
+/// Stdout of a run that must succeed.
+pub fn ok(args: &[&str]) -> String {
+    let out = kstage(args);
+    assert!(
+        out.status.success(),
+        "kstage {args:?} failed with {:?}\nstderr:\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 output")
+}
