@@ -257,7 +257,7 @@ impl Simulation {
         }
         Ok(Report {
             end: self.elapsed(),
-            objects: self.store.iter().map(|(_, v)| v.clone()).collect(),
+            objects: self.store.into_objects().collect(),
             timeline: self.timeline,
             stats: self.stats,
         })

@@ -23,24 +23,24 @@ pub enum Written {
     /// (the API server does not bump resourceVersion then).
     Stored {
         /// The stored object.
-        object: Value,
+        object: Arc<Value>,
         /// Whether anything changed.
         changed: bool,
     },
     /// The write removed the object (its last finalizer went while it was being deleted).
-    Removed(Value),
+    Removed(Arc<Value>),
 }
 
 /// The outcome of a delete.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Deleted {
     /// The object is gone.
-    Removed(Value),
+    Removed(Arc<Value>),
     /// The object is marked for deletion (finalizers, or a graceful pod deletion) and
     /// stays until its finalizers are gone or it is deleted with grace period 0.
     Terminating {
         /// The object as stored.
-        object: Value,
+        object: Arc<Value>,
         /// Whether this call marked it (false if it already was).
         changed: bool,
     },
@@ -49,7 +49,8 @@ pub enum Deleted {
 /// The store.
 #[derive(Debug)]
 pub struct MemoryStore {
-    objects: BTreeMap<ObjectKey, Value>,
+    /// Objects are shared, so a reader keeps its snapshot while the store moves on.
+    objects: BTreeMap<ObjectKey, Arc<Value>>,
     resource_version: u64,
     uids: u64,
     clock: Arc<dyn Clock>,
@@ -82,13 +83,18 @@ impl MemoryStore {
     }
 
     /// One object.
-    pub fn get(&self, key: &ObjectKey) -> Option<&Value> {
+    pub fn get(&self, key: &ObjectKey) -> Option<&Arc<Value>> {
         self.objects.get(key)
     }
 
     /// Every object, ordered by key.
-    pub fn iter(&self) -> impl Iterator<Item = (&ObjectKey, &Value)> {
+    pub fn iter(&self) -> impl Iterator<Item = (&ObjectKey, &Arc<Value>)> {
         self.objects.iter()
+    }
+
+    /// Every object, ordered by key, consuming the store.
+    pub fn into_objects(self) -> impl Iterator<Item = Value> {
+        self.objects.into_values().map(Arc::unwrap_or_clone)
     }
 
     /// The last resourceVersion handed out.
@@ -103,7 +109,7 @@ impl MemoryStore {
 
     /// Create an object, filling in what the API server fills in. `generateName` is
     /// honoured; a missing namespace on a namespaced kind becomes `default`.
-    pub fn create(&mut self, mut object: Value) -> Result<Value, ApiError> {
+    pub fn create(&mut self, mut object: Value) -> Result<Arc<Value>, ApiError> {
         let Some(map) = object.as_object_mut() else {
             return Err(ApiError::BadRequest(
                 "the object is not a JSON object".into(),
@@ -162,6 +168,7 @@ impl MemoryStore {
         if key.kind == "Pod" && key.api_version == "v1" {
             default_pod(&mut object);
         }
+        let object = Arc::new(object);
         self.objects.insert(key, object.clone());
         Ok(object)
     }
@@ -265,7 +272,10 @@ impl MemoryStore {
             .and_then(Value::as_array)
             .is_some_and(|f| !f.is_empty());
         if !has_finalizers && (grace == 0 || !bound_pod) {
-            let removed = self.objects.remove(key).unwrap_or(Value::Null);
+            let removed = self
+                .objects
+                .remove(key)
+                .unwrap_or_else(|| Arc::new(Value::Null));
             self.resource_version += 1;
             return Ok(Deleted::Removed(removed));
         }
@@ -280,7 +290,7 @@ impl MemoryStore {
                 changed: false,
             });
         }
-        let mut new = old.clone();
+        let mut new = Value::clone(old);
         if let Some(meta) = new.get_mut("metadata").and_then(Value::as_object_mut) {
             meta.insert(
                 "deletionTimestamp".into(),
@@ -298,14 +308,14 @@ impl MemoryStore {
     /// server owns (identity, timestamps, deletion state).
     fn commit(&mut self, key: &ObjectKey, mut new: Value, enforce: Enforce) -> Written {
         let Some(old) = self.objects.get(key) else {
-            return Written::Removed(new);
+            return Written::Removed(Arc::new(new));
         };
         if enforce == Enforce::ClientWrite {
             restore_immutable(old, &mut new);
         }
-        if new == *old {
+        if new == **old {
             return Written::Stored {
-                object: new,
+                object: old.clone(),
                 changed: false,
             };
         }
@@ -331,6 +341,7 @@ impl MemoryStore {
         if let Some(meta) = new.get_mut("metadata").and_then(Value::as_object_mut) {
             meta.insert("resourceVersion".into(), json!(rv));
         }
+        let new = Arc::new(new);
         if terminating && !finalizers_left && !graceful_pod_pending {
             self.objects.remove(key);
             return Written::Removed(new);
