@@ -97,6 +97,9 @@ pub(super) fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
             text.push_str(&crate::yaml::to_string(&serde_json::Value::Array(
                 report.objects.clone(),
             )));
+            if !text.ends_with('\n') {
+                text.push('\n');
+            }
             super::print(&text)?;
         }
         SimOutput::Yaml => super::print_value(&report.to_value(), Output::Yaml)?,

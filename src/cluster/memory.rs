@@ -185,11 +185,36 @@ impl MemoryStore {
             .objects
             .get(key)
             .ok_or_else(|| ApiError::NotFound(key.to_string()))?;
-        let patched = patch::apply(old, patch_type, data, &key.kind)
-            .map_err(|e| ApiError::Invalid(e.to_string()))?;
+        let invalid = |e: patch::PatchError| ApiError::Invalid(e.to_string());
+        let status_only = patch_type != PatchType::Json
+            && data
+                .as_object()
+                .is_some_and(|m| m.keys().all(|k| k == "status"));
         let new = match subresource {
-            Some("status") => status_write(old, &patched),
-            _ => main_write(old, patched, key),
+            // The common case, a patch of the status alone: patch a view holding only the
+            // status rather than a copy of the whole object.
+            Some("status") if status_only => {
+                let view = json!({ "status": old.get("status").cloned().unwrap_or(Value::Null) });
+                let patched = patch::apply(&view, patch_type, data, &key.kind).map_err(invalid)?;
+                let mut new = Value::clone(old);
+                if let Some(map) = new.as_object_mut() {
+                    match patched.get("status") {
+                        Some(status) if !status.is_null() => {
+                            map.insert("status".into(), status.clone())
+                        }
+                        _ => map.remove("status"),
+                    };
+                }
+                new
+            }
+            Some("status") => {
+                let patched = patch::apply(old, patch_type, data, &key.kind).map_err(invalid)?;
+                status_write(old, &patched)
+            }
+            _ => {
+                let patched = patch::apply(old, patch_type, data, &key.kind).map_err(invalid)?;
+                main_write(old, patched, key)
+            }
         };
         Ok(self.commit(key, new, Enforce::ClientWrite))
     }
