@@ -24,6 +24,7 @@ pub mod clock;
 pub mod cluster;
 pub mod explain;
 pub mod patch;
+pub mod retry;
 pub mod rng;
 pub mod sim;
 pub mod stage;
