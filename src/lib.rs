@@ -7,6 +7,7 @@
 //! ```
 
 pub mod patch;
+pub mod queue;
 pub mod rng;
 pub mod stage;
 pub mod template;
