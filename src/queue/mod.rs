@@ -14,7 +14,11 @@
 //! are still delayed; a job that became ready stays queued and runs after its object
 //! changed.) A popped job leaves the queue: a new `add` for the same key may be popped by
 //! another worker while the first still runs, so holding a key in flight is the worker's
-//! business. Add, replace and cancel are O(log n).
+//! business.
+//!
+//! Add, replace, cancel and pop are O(log n) amortized: a replaced or cancelled job leaves a
+//! stale ticket in the delayed heap or its lane's FIFO, skipped when it reaches the front and
+//! swept out (O(n), rarely) once stale tickets outnumber live ones.
 //!
 //! # Lanes
 //! The `weight` of a job is its lane. Ready jobs are served from the highest non-empty lane
@@ -48,6 +52,7 @@
 //! sleeps until the earliest due time; it is re-armed when an earlier job arrives. There is no
 //! task or timer per job.
 
+mod slab;
 mod state;
 #[cfg(test)]
 mod tests;
@@ -189,7 +194,7 @@ enum Wake {
 /// A weighted delaying queue with one job per key; see the [module docs](self).
 ///
 /// Share it between workers as `Arc<WeightedQueue<K, J>>`. All methods take `&self`; the
-/// internal mutex is held only for O(log n) work, never across an `.await`.
+/// internal mutex is held for O(log n) amortized work per job, never across an `.await`.
 pub struct WeightedQueue<K, J> {
     state: Mutex<State<K, J>>,
     /// Wakes a waiting pop when a job may be ready or the timer role is free.
@@ -222,8 +227,9 @@ where
         }
     }
 
-    /// Locks the state. A panic while locked (only possible from `K`'s `Hash`/`Eq` or an
-    /// allocation failure) leaves the indexes usable, so a poisoned lock is recovered.
+    /// Locks the state, recovering a poisoned lock: a panic while locked can only come from
+    /// `K`'s `Hash`, `Eq` or `Clone` (or a failed allocation), and one bad key must not stop
+    /// every worker. The queue stays memory-safe; the job being handled may be lost.
     fn lock(&self) -> MutexGuard<'_, State<K, J>> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -343,9 +349,10 @@ where
     /// returns it, so dropping the future (e.g. in `tokio::select!`) loses no job, and a
     /// dropped waiter that held the timer hands it to another waiter.
     pub async fn pop(&self) -> Option<(K, J)> {
-        let mut role = TimerRole {
+        let mut role = Waiting {
             queue: self,
-            held: false,
+            counted: false,
+            timer: false,
         };
         loop {
             let mut work = pin!(self.work.notified());
@@ -356,10 +363,7 @@ where
             let now = Instant::now();
             let deadline = {
                 let mut state = self.lock();
-                if role.held {
-                    state.timer = None;
-                    role.held = false;
-                }
+                role.release(&mut state);
                 if state.closed {
                     return None;
                 }
@@ -371,10 +375,12 @@ where
                     }
                     return Some(popped);
                 }
+                state.waiters += 1;
+                role.counted = true;
                 match state.next_delayed() {
                     Some(due) if state.timer.is_none() => {
                         state.timer = Some(due);
-                        role.held = true;
+                        role.timer = true;
                         Some(due)
                     }
                     _ => None,
@@ -412,6 +418,9 @@ fn wake_for<K, J>(state: &State<K, J>, due: Instant) -> Wake
 where
     K: Hash + Eq + Clone,
 {
+    if state.waiters == 0 {
+        return Wake::Nobody;
+    }
     if state.is_ready_at(due) {
         return Wake::OnePopper;
     }
@@ -449,28 +458,45 @@ where
     }
 }
 
-/// The timer role of one `pop` call: released when the pop wakes, or handed to another
-/// waiter when the pop is dropped while sleeping.
-struct TimerRole<'a, K, J>
+/// What one `pop` call holds while it waits: a place in the waiter count and maybe the
+/// timer role. Released when the pop wakes; when the pop is dropped while waiting, the timer
+/// is handed to another waiter.
+struct Waiting<'a, K, J>
 where
     K: Hash + Eq + Clone,
 {
     queue: &'a WeightedQueue<K, J>,
-    held: bool,
+    counted: bool,
+    timer: bool,
 }
 
-impl<K, J> Drop for TimerRole<'_, K, J>
+impl<K, J> Waiting<'_, K, J>
+where
+    K: Hash + Eq + Clone,
+{
+    fn release(&mut self, state: &mut State<K, J>) {
+        if std::mem::take(&mut self.counted) {
+            state.waiters = state.waiters.saturating_sub(1);
+        }
+        if std::mem::take(&mut self.timer) {
+            state.timer = None;
+        }
+    }
+}
+
+impl<K, J> Drop for Waiting<'_, K, J>
 where
     K: Hash + Eq + Clone,
 {
     fn drop(&mut self) {
-        if !self.held {
+        if !self.counted && !self.timer {
             return;
         }
+        let had_timer = self.timer;
         let chain = {
             let mut state = self.queue.lock();
-            state.timer = None;
-            state.needs_waker()
+            self.release(&mut state);
+            had_timer && state.needs_waker()
         };
         if chain {
             self.queue.work.notify_one();

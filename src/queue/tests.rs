@@ -221,6 +221,44 @@ async fn cancel_in_every_position() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn job_added_with_a_past_due_time_goes_first_in_its_lane() {
+    let q = queue(0.0);
+    let t0 = Instant::now();
+    advance(ms(100)).await;
+    q.add(1, "now", FRESH, Duration::ZERO);
+    q.add(2, "now too", FRESH, Duration::ZERO);
+    q.add_at(3, "long overdue", FRESH, t0);
+    q.add_at(4, "overdue", FRESH, t0 + ms(50));
+    assert_eq!(q.len_ready(), 4);
+    assert_eq!(q.next_due(), Some(t0));
+    q.add_at(3, "replaced", RETRY, t0);
+    assert_eq!(q.cancel(&4), Some("overdue"));
+    let order: Vec<_> = drain(&q, Instant::now())
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(order, [1, 2, 3]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn stale_tickets_are_swept() {
+    let q = queue(0.2);
+    for round in 0..1_000 {
+        // Ready and delayed jobs replaced over and over, and a churn of cancels.
+        q.add(1, round, FRESH, Duration::ZERO);
+        q.add(2, round, RETRY, ms(10));
+        q.add(3, round, FRESH, Duration::ZERO);
+        q.cancel(&3);
+    }
+    assert_eq!(q.len(), 2);
+    let tickets = q.lock().tickets();
+    assert!(tickets <= 16, "{tickets} tickets for 2 jobs");
+    advance(ms(10)).await;
+    assert_eq!(drain(&q, Instant::now()), [(1, 999), (2, 999)]);
+    assert_eq!(q.lock().tickets(), 0);
+}
+
+#[tokio::test(start_paused = true)]
 async fn stats_snapshot_counts_lanes() {
     let q = queue(0.2);
     q.add(1, (), 0, Duration::ZERO);
@@ -458,6 +496,7 @@ async fn pop_is_cancel_safe_in_select() {
     }
     assert!(q.contains(&1));
     assert_eq!(q.lock().timer, None, "the dropped pop released the timer");
+    assert_eq!(q.lock().waiters, 0, "and its place among the waiters");
     assert_eq!(bounded(q.pop()).await, Some((1, "job")));
 }
 
@@ -563,19 +602,42 @@ mod model {
 
     #[derive(Debug, Clone)]
     enum Op {
-        Add { key: u8, weight: u32, delay_ms: u64 },
-        Cancel { key: u8 },
-        Advance { ms: u64 },
+        /// `add` with a delay (tokio clock).
+        Add {
+            key: u8,
+            weight: u32,
+            delay_ms: u64,
+        },
+        /// `add_at` relative to the clock, often in the past.
+        AddAt {
+            key: u8,
+            weight: u32,
+            offset_ms: i64,
+        },
+        Cancel {
+            key: u8,
+        },
+        Advance {
+            ms: u64,
+        },
+        /// `try_pop_due` at the clock.
         Pop,
+        /// `try_pop_due` ahead of the clock, as a simulator may do.
+        PopAhead {
+            ms: u64,
+        },
     }
 
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
             4 => (0u8..12, 0u32..3, prop_oneof![Just(0u64), 0u64..40])
                 .prop_map(|(key, weight, delay_ms)| Op::Add { key, weight, delay_ms }),
+            1 => (0u8..12, 0u32..3, -40i64..20)
+                .prop_map(|(key, weight, offset_ms)| Op::AddAt { key, weight, offset_ms }),
             1 => (0u8..12).prop_map(|key| Op::Cancel { key }),
             2 => (0u64..20).prop_map(|ms| Op::Advance { ms }),
             4 => Just(Op::Pop),
+            1 => (1u64..20).prop_map(|ms| Op::PopAhead { ms }),
         ]
     }
 
@@ -593,19 +655,28 @@ mod model {
         seq: u64,
         share: u32,
         credit: u32,
-        seen: Instant,
+        /// Latest instant observed by an add or a pop (the queue's watermark).
+        seen: Option<Instant>,
     }
 
     impl Model {
+        fn ready(&self, job: &Job) -> bool {
+            self.seen.is_some_and(|seen| job.due <= seen)
+        }
+
+        fn observe(&mut self, now: Option<Instant>) {
+            self.seen = self.seen.max(now);
+        }
+
         fn add(
             &mut self,
             key: u8,
             id: u64,
             weight: u32,
             due: Instant,
-            now: Instant,
+            now: Option<Instant>,
         ) -> Option<u64> {
-            self.seen = self.seen.max(now);
+            self.observe(now);
             let old = self.cancel(key);
             self.jobs.push(Job {
                 key,
@@ -624,8 +695,8 @@ mod model {
         }
 
         fn pop(&mut self, now: Instant) -> Option<(u8, u64)> {
-            self.seen = self.seen.max(now);
-            let ready = || self.jobs.iter().filter(|j| j.due <= self.seen);
+            self.observe(Some(now));
+            let ready = || self.jobs.iter().filter(|j| self.ready(j));
             let high = ready().map(|j| j.weight).max()?;
             let low = ready().map(|j| j.weight).min()?;
             let lane = if high == low {
@@ -643,7 +714,7 @@ mod model {
                 .jobs
                 .iter()
                 .enumerate()
-                .filter(|(_, j)| j.weight == lane && j.due <= self.seen)
+                .filter(|(_, j)| j.weight == lane && self.ready(j))
                 .min_by_key(|(_, j)| (j.due, j.seq))
                 .map(|(i, _)| i)?;
             let job = self.jobs.remove(i);
@@ -651,7 +722,14 @@ mod model {
         }
 
         fn len_ready(&self) -> usize {
-            self.jobs.iter().filter(|j| j.due <= self.seen).count()
+            self.jobs.iter().filter(|j| self.ready(j)).count()
+        }
+
+        /// (ready, delayed) of one lane.
+        fn lane(&self, weight: u32) -> (usize, usize) {
+            let lane = self.jobs.iter().filter(|j| j.weight == weight);
+            let ready = lane.clone().filter(|j| self.ready(j)).count();
+            (ready, lane.count() - ready)
         }
     }
 
@@ -670,7 +748,7 @@ mod model {
                 seq: 0,
                 share: (share * f64::from(CREDIT_SCALE)).round() as u32,
                 credit: 0,
-                seen: Instant::now(),
+                seen: None,
             };
             let (mut replaced, mut cancelled) = (0, 0);
             for (id, op) in (0u64..).zip(ops) {
@@ -683,8 +761,24 @@ mod model {
                     } => {
                         let delay = Duration::from_millis(delay_ms);
                         let got = q.add(key, id, weight, delay);
-                        let want = model.add(key, id, weight, now + delay, now);
+                        let want = model.add(key, id, weight, now + delay, Some(now));
                         prop_assert_eq!(got, want, "add {:?}", op);
+                        replaced += u64::from(want.is_some());
+                    }
+                    Op::AddAt {
+                        key,
+                        weight,
+                        offset_ms,
+                    } => {
+                        let offset = Duration::from_millis(offset_ms.unsigned_abs());
+                        let due = if offset_ms < 0 {
+                            now - offset
+                        } else {
+                            now + offset
+                        };
+                        let got = q.add_at(key, id, weight, due);
+                        let want = model.add(key, id, weight, due, None);
+                        prop_assert_eq!(got, want, "add_at {:?}", op);
                         replaced += u64::from(want.is_some());
                     }
                     Op::Cancel { key } => {
@@ -694,11 +788,19 @@ mod model {
                     }
                     Op::Advance { ms } => advance(Duration::from_millis(ms)).await,
                     Op::Pop => prop_assert_eq!(q.try_pop_due(now), model.pop(now), "pop"),
+                    Op::PopAhead { ms } => {
+                        let ahead = now + Duration::from_millis(ms);
+                        prop_assert_eq!(q.try_pop_due(ahead), model.pop(ahead), "pop ahead");
+                    }
                 }
                 prop_assert_eq!(q.len(), model.jobs.len());
                 prop_assert_eq!(q.len_ready(), model.len_ready());
                 prop_assert_eq!(q.len_delayed(), model.jobs.len() - model.len_ready());
                 prop_assert_eq!(q.next_due(), model.jobs.iter().map(|j| j.due).min());
+                for weight in 0..3 {
+                    let lane = q.lane(weight);
+                    prop_assert_eq!((lane.ready, lane.delayed), model.lane(weight));
+                }
                 for key in 0..12 {
                     prop_assert_eq!(q.contains(&key), model.jobs.iter().any(|j| j.key == key));
                 }
