@@ -13,20 +13,24 @@
 //! - [`stage`]: the KWOK Stage model, selectors, weights, delays, loading.
 //! - [`template`]: Go templates with KWOK's functions; [`yaml`]: YAML ↔ JSON.
 //! - [`patch`]: JSON, merge and strategic merge patches; finalizer ops; no-op detection.
+//! - [`queue`]: the weighted delaying queue between matching and the workers.
 //! - [`action`]: what one step of a Stage sends for one object.
+//! - [`retry`]: failure classification and backoff.
 //! - [`cluster`]: the API boundary; [`cluster::memory`] is the in-memory store.
 //! - [`sim`]: deterministic simulation; [`explain`]: `kstage stage explain`.
 //! - [`clock`], [`rng`]: injected time and randomness; [`cli`]: the command line.
 
-pub mod action;
-pub mod cli;
-pub mod clock;
-pub mod cluster;
-pub mod explain;
-pub mod patch;
-pub mod retry;
-pub mod rng;
-pub mod sim;
+// In data-flow order: Stages in, objects matched, jobs queued, steps rendered and sent.
 pub mod stage;
 pub mod template;
 pub mod yaml;
+pub mod queue;
+pub mod action;
+pub mod patch;
+pub mod retry;
+pub mod cluster;
+pub mod sim;
+pub mod explain;
+pub mod clock;
+pub mod rng;
+pub mod cli;
