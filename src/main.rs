@@ -4,7 +4,7 @@ fn main() -> std::process::ExitCode {
     kstage::cli::main()
 }
 
-/// kstage allocates many small JSON nodes per transition; mimalloc handles that pattern
-/// markedly faster than the system allocator (see the README's performance section).
+/// kstage allocates and frees many small JSON nodes per transition; jemalloc handles that
+/// pattern faster than the system allocator (see the README's performance section).
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;

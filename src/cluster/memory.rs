@@ -191,21 +191,32 @@ impl MemoryStore {
                 .as_object()
                 .is_some_and(|m| m.keys().all(|k| k == "status"));
         let new = match subresource {
-            // The common case, a patch of the status alone: patch a view holding only the
-            // status rather than a copy of the whole object.
+            // The common case, a patch of the status alone: patch the status by itself and
+            // move the stored object into its next version instead of copying it.
             Some("status") if status_only => {
-                let view = json!({ "status": old.get("status").cloned().unwrap_or(Value::Null) });
-                let patched = patch::apply(&view, patch_type, data, &key.kind).map_err(invalid)?;
-                let mut new = Value::clone(old);
+                let status = old.get("status").cloned().unwrap_or(Value::Null);
+                let view = Value::Object(Map::from_iter([("status".to_owned(), status)]));
+                let patched =
+                    patch::apply_owned(view, patch_type, data, &key.kind).map_err(invalid)?;
+                let status = match patched {
+                    Value::Object(mut map) => map.remove("status").filter(|s| !s.is_null()),
+                    _ => None,
+                };
+                if status.as_ref() == old.get("status") {
+                    return Ok(Written::Stored {
+                        object: old.clone(),
+                        changed: false,
+                    });
+                }
+                let old = self.objects.remove(key).unwrap_or_default();
+                let mut new = Arc::unwrap_or_clone(old);
                 if let Some(map) = new.as_object_mut() {
-                    match patched.get("status") {
-                        Some(status) if !status.is_null() => {
-                            map.insert("status".into(), status.clone())
-                        }
-                        _ => map.remove("status"),
+                    match status {
+                        Some(status) => map.insert("status".into(), status),
+                        None => map.remove("status"),
                     };
                 }
-                new
+                return Ok(self.store_version(key.clone(), new));
             }
             Some("status") => {
                 let patched = patch::apply(old, patch_type, data, &key.kind).map_err(invalid)?;
@@ -353,6 +364,12 @@ impl MemoryStore {
                 meta.insert("generation".into(), json!(generation + 1));
             }
         }
+        self.store_version(key.clone(), new)
+    }
+
+    /// Store a changed object under a new resourceVersion (or remove it, if it is being
+    /// deleted and nothing holds it any more).
+    fn store_version(&mut self, key: ObjectKey, mut new: Value) -> Written {
         let terminating = new.pointer("/metadata/deletionTimestamp").is_some();
         let finalizers_left = new
             .pointer("/metadata/finalizers")
@@ -368,10 +385,10 @@ impl MemoryStore {
         }
         let new = Arc::new(new);
         if terminating && !finalizers_left && !graceful_pod_pending {
-            self.objects.remove(key);
+            self.objects.remove(&key);
             return Written::Removed(new);
         }
-        self.objects.insert(key.clone(), new.clone());
+        self.objects.insert(key, new.clone());
         Written::Stored {
             object: new,
             changed: true,

@@ -209,8 +209,26 @@ pub fn apply(
     if patch_type == PatchType::Json {
         return json::apply(target, patch);
     }
+    check_target(target)?;
+    apply_owned(target.clone(), patch_type, patch, kind)
+}
+
+/// [`apply`] to a target the caller gives up, saving a copy of it.
+pub fn apply_owned(
+    target: Value,
+    patch_type: PatchType,
+    patch: &Value,
+    kind: &str,
+) -> Result<Value, PatchError> {
+    if patch_type == PatchType::Json {
+        return json::apply(&target, patch);
+    }
     let patch = object_patch(patch_type, patch)?;
-    let target = target_object(target)?;
+    check_target(&target)?;
+    let target = match target {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    };
     match patch_type {
         PatchType::Merge => Ok(merge::apply(Value::Object(target), patch)),
         PatchType::Json | PatchType::Strategic | PatchType::Apply => {
@@ -242,12 +260,6 @@ fn object_patch(patch_type: PatchType, patch: &Value) -> Result<&Map<String, Val
         patch_type,
         found: json::json_type(patch),
     })
-}
-
-/// A copy of the object to patch; `null` is `{}`.
-fn target_object(target: &Value) -> Result<Map<String, Value>, PatchError> {
-    check_target(target)?;
-    Ok(target.as_object().cloned().unwrap_or_default())
 }
 
 /// The object to patch must be an object (or `null`).
