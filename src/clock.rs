@@ -79,6 +79,31 @@ impl Clock for ManualClock {
     }
 }
 
+/// Wall time that follows tokio's clock: it starts at a given time and advances with
+/// `tokio::time::Instant`, so under paused tokio time (tests) it is virtual and exact.
+#[derive(Debug)]
+pub struct TokioClock {
+    start: DateTime<Utc>,
+    origin: tokio::time::Instant,
+}
+
+impl TokioClock {
+    /// A clock showing `start` now.
+    pub fn new(start: DateTime<Utc>) -> Self {
+        Self {
+            start,
+            origin: tokio::time::Instant::now(),
+        }
+    }
+}
+
+impl Clock for TokioClock {
+    fn now(&self) -> DateTime<Utc> {
+        let elapsed = tokio::time::Instant::now().saturating_duration_since(self.origin);
+        self.start + TimeDelta::from_std(elapsed).unwrap_or(TimeDelta::MAX)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;

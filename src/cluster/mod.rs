@@ -1,14 +1,152 @@
 //! The API boundary: how kstage reads and writes Kubernetes objects.
 //!
-//! [`memory`] is an in-memory store with the API server's write semantics (resource
-//! versions, finalizers and `deletionTimestamp`, graceful pod deletion, status
-//! subresource rules); the simulator plays Stages against it.
+//! [`Cluster`] is shaped after what kube-rs offers (watch streams with restarts, typed
+//! errors carrying the HTTP status and `Retry-After`, PATCH by content type,
+//! subresources), so a kube-rs implementation is a thin adapter. [`memory`] is an
+//! in-memory store with the API server's write semantics; [`local::MemoryCluster`] serves
+//! it through [`Cluster`], with [`faults`] injected on demand.
 
+pub mod faults;
+pub mod local;
 pub mod memory;
 
 use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::Value;
+use tokio::sync::mpsc;
+
+use crate::patch::PatchType;
+use crate::retry::FailureKind;
+use crate::stage::ResourceRef;
+
+/// What a watch reports.
+#[derive(Debug, Clone)]
+pub enum WatchEvent {
+    /// The object was created or changed.
+    Applied(Arc<Value>),
+    /// The object is gone.
+    Deleted(Arc<Value>),
+    /// The watch (re)started: these are all the objects; any other is gone.
+    Restarted(Vec<Arc<Value>>),
+}
+
+/// One write of a patch.
+#[derive(Debug, Clone, Copy)]
+pub struct PatchRequest<'a> {
+    /// Content type.
+    pub patch_type: PatchType,
+    /// The subresource, `None` for the object itself.
+    pub subresource: Option<&'a str>,
+    /// The body.
+    pub data: &'a Value,
+    /// The user to impersonate.
+    pub as_user: Option<&'a str>,
+}
+
+/// An event to record on an object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventRequest {
+    /// `Normal` or `Warning`.
+    pub event_type: String,
+    /// Machine-readable reason.
+    pub reason: String,
+    /// Human-readable message.
+    pub message: String,
+}
+
+/// A failed request, as typed as kube-rs reports it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct ClusterError {
+    /// How it failed.
+    pub kind: FailureKind,
+    /// The HTTP status, for [`FailureKind::Http`].
+    pub status: Option<u16>,
+    /// The `Status` reason (`NotFound`, `Conflict` ...).
+    pub reason: Option<String>,
+    /// What the server or the transport said.
+    pub message: String,
+    /// The server's `Retry-After`.
+    pub retry_after: Option<Duration>,
+}
+
+impl ClusterError {
+    /// Whether the object does not exist (404).
+    pub fn is_not_found(&self) -> bool {
+        self.status == Some(404)
+    }
+}
+
+impl From<ApiError> for ClusterError {
+    fn from(e: ApiError) -> Self {
+        let reason = match &e {
+            ApiError::NotFound(_) => "NotFound",
+            ApiError::AlreadyExists(_) => "AlreadyExists",
+            ApiError::Conflict(_) => "Conflict",
+            ApiError::Invalid(_) => "Invalid",
+            ApiError::BadRequest(_) => "BadRequest",
+            ApiError::UnsupportedMediaType(_) => "UnsupportedMediaType",
+        };
+        Self {
+            kind: FailureKind::Http,
+            status: Some(e.status()),
+            reason: Some(reason.to_owned()),
+            message: e.to_string(),
+            retry_after: None,
+        }
+    }
+}
+
+/// The API server, as the engine uses it. Every write returns the object as stored
+/// afterwards (`None` from [`Cluster::delete`] when it is gone).
+pub trait Cluster: Send + Sync + 'static {
+    /// Watch the objects of one resource: first a [`WatchEvent::Restarted`] with all of
+    /// them, then every change. The channel closes when the cluster goes away.
+    fn watch(&self, resource: &ResourceRef) -> mpsc::UnboundedReceiver<WatchEvent>;
+
+    /// Read one object.
+    fn get(&self, key: &ObjectKey)
+    -> impl Future<Output = Result<Arc<Value>, ClusterError>> + Send;
+
+    /// Create an object.
+    fn create(
+        &self,
+        object: Value,
+    ) -> impl Future<Output = Result<Arc<Value>, ClusterError>> + Send;
+
+    /// PATCH an object or its subresource.
+    fn patch(
+        &self,
+        key: &ObjectKey,
+        patch: PatchRequest<'_>,
+    ) -> impl Future<Output = Result<Arc<Value>, ClusterError>> + Send;
+
+    /// Write a whole object (server-side apply, or a merge/strategic patch of it).
+    fn apply(
+        &self,
+        object: &Value,
+        patch_type: PatchType,
+        subresource: Option<&str>,
+        as_user: Option<&str>,
+    ) -> impl Future<Output = Result<Arc<Value>, ClusterError>> + Send;
+
+    /// DELETE an object with the given grace period (`None`: the server's default).
+    fn delete(
+        &self,
+        key: &ObjectKey,
+        grace_period_seconds: Option<i64>,
+    ) -> impl Future<Output = Result<Option<Arc<Value>>, ClusterError>> + Send;
+
+    /// Record an event about an object.
+    fn event(
+        &self,
+        key: &ObjectKey,
+        event: &EventRequest,
+    ) -> impl Future<Output = Result<(), ClusterError>> + Send;
+}
 
 /// Identifies an object: `apiVersion`, `kind`, namespace (empty for cluster-scoped) and
 /// name. Ordered, so iteration over a store is deterministic.
