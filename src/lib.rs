@@ -29,6 +29,7 @@ pub mod action;
 pub mod patch;
 pub mod retry;
 pub mod cluster;
+pub mod engine;
 pub mod sim;
 pub mod explain;
 pub mod clock;

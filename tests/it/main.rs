@@ -2,6 +2,7 @@
 //! command line end to end.
 
 mod cli;
+mod engine;
 mod golden;
 mod sim;
 

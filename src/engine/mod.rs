@@ -1,0 +1,631 @@
+//! The engine: watch events are matched to Stages, jobs wait in the weighted queue, and
+//! workers play each Stage step by step against a [`Cluster`], retrying failed steps.
+//!
+//! ```text
+//!  watch ─► observe ─► select Stage ─► queue (fresh lane) ─► worker ─► step i ─► cluster
+//!                                        ▲                                │ failure
+//!                                        └── retry lane ◄── classify ◄────┘
+//! ```
+//!
+//! Rules that fix KWOK's queue:
+//! - one job per object: a newer job replaces the queued one wherever it is;
+//! - a failed step is retried at that same step (earlier steps, events included, are not
+//!   replayed), in a lower lane that still gets a guaranteed share of the workers;
+//! - while an object's Stage is running or waiting to retry, watch events only record
+//!   the newest version; it is matched again when the Stage ends;
+//! - two jobs for one object never run at once;
+//! - when the Stage set changes, every object of an affected resource is matched again.
+
+pub mod metrics;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::action::{self, Action, Typing};
+use crate::clock::{Clock, SystemClock};
+use crate::cluster::{Cluster, ClusterError, EventRequest, ObjectKey, PatchRequest, WatchEvent};
+use crate::patch;
+use crate::queue::{QueueConfig, WeightedQueue};
+use crate::retry::{Backoff, BuiltinClassifier, Classifier, Decision, Failure, FailureKind};
+use crate::rng::Rng;
+use crate::stage::{ResourceRef, Stage, StageSet, Step};
+pub use metrics::Metrics;
+
+/// The lane of jobs for a new version of an object.
+pub const FRESH_LANE: u32 = 1;
+/// The lane of retries: served after fresh work, but with a guaranteed share.
+pub const RETRY_LANE: u32 = 0;
+
+/// How the engine runs.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// Worker tasks playing Stages concurrently.
+    pub workers: usize,
+    /// Retry delays and the attempt limit.
+    pub backoff: Backoff,
+    /// The queue (including the retry lane's share).
+    pub queue: QueueConfig,
+    /// Seed of the random choices (weights, jitter, backoff jitter).
+    pub seed: u64,
+    /// The wall clock delays are computed against (the cluster's, in tests).
+    pub clock: Arc<dyn Clock>,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self {
+            workers: 16,
+            backoff: Backoff::default(),
+            queue: QueueConfig::default(),
+            seed: 0,
+            clock: Arc::new(SystemClock),
+        }
+    }
+}
+
+/// A Stage to play (or resume) on one object.
+#[derive(Debug, Clone)]
+pub struct Job {
+    /// The object.
+    pub key: ObjectKey,
+    /// The object as the job will render it.
+    pub object: Arc<Value>,
+    /// The Stage.
+    pub stage: Arc<Stage>,
+    /// The step to run next.
+    pub step: usize,
+    /// How many times that step failed already.
+    pub attempt: u32,
+    /// When the job became due.
+    pub due: Instant,
+}
+
+impl Job {
+    fn lane(&self) -> u32 {
+        if self.step == 0 && self.attempt == 0 {
+            FRESH_LANE
+        } else {
+            RETRY_LANE
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Busy {
+    /// A worker is playing a Stage on the object (else a retry is waiting in the queue).
+    running: bool,
+    /// A newer version arrived meanwhile.
+    dirty: bool,
+    /// A job popped while another ran for the same object.
+    pending: Option<Job>,
+}
+
+#[derive(Debug, Default)]
+struct Keys {
+    /// The newest version of every watched object (a reflector store).
+    latest: HashMap<ObjectKey, Arc<Value>>,
+    /// Objects with a Stage running or a retry waiting.
+    busy: HashMap<ObjectKey, Busy>,
+}
+
+/// What one action did.
+enum Sent {
+    Object(Arc<Value>),
+    Gone,
+    Nothing,
+}
+
+/// How a job ended.
+enum Outcome {
+    Done { object: Arc<Value>, immediate: bool },
+    Gone,
+    Dropped,
+}
+
+/// The engine over a cluster `C`.
+pub struct Engine<C: Cluster> {
+    cluster: Arc<C>,
+    stages: RwLock<Arc<StageSet>>,
+    queue: WeightedQueue<ObjectKey, Job>,
+    classifier: Arc<dyn Classifier>,
+    backoff: Backoff,
+    workers: usize,
+    clock: Arc<dyn Clock>,
+    rng: Mutex<Rng>,
+    keys: Mutex<Keys>,
+    watched: Mutex<HashSet<ResourceRef>>,
+    metrics: Metrics,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn resource_version(object: &Value) -> Option<&str> {
+    object
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+}
+
+impl<C: Cluster> Engine<C> {
+    /// An engine playing `stages` on `cluster`, classifying failures with the built-in
+    /// classifier.
+    pub fn new(cluster: Arc<C>, stages: StageSet, config: EngineConfig) -> Arc<Self> {
+        Self::with_classifier(cluster, stages, config, Arc::new(BuiltinClassifier))
+    }
+
+    /// An engine with a custom failure classifier.
+    pub fn with_classifier(
+        cluster: Arc<C>,
+        stages: StageSet,
+        config: EngineConfig,
+        classifier: Arc<dyn Classifier>,
+    ) -> Arc<Self> {
+        let queue = WeightedQueue::new(config.queue).unwrap_or_else(|e| {
+            tracing::error!(error = %e, "invalid queue settings; using the defaults");
+            WeightedQueue::default()
+        });
+        Arc::new(Self {
+            cluster,
+            stages: RwLock::new(Arc::new(stages)),
+            queue,
+            classifier,
+            backoff: config.backoff,
+            workers: config.workers.max(1),
+            clock: config.clock,
+            rng: Mutex::new(Rng::seeded(config.seed)),
+            keys: Mutex::new(Keys::default()),
+            watched: Mutex::new(HashSet::new()),
+            metrics: Metrics::default(),
+        })
+    }
+
+    /// The counters.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// The queue (for its statistics).
+    pub fn queue(&self) -> &WeightedQueue<ObjectKey, Job> {
+        &self.queue
+    }
+
+    /// The Stages in use.
+    pub fn stages(&self) -> Arc<StageSet> {
+        self.stages
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Start watching every resource the Stages name and the worker tasks. Stop them with
+    /// [`Engine::shutdown`].
+    pub fn start(self: &Arc<Self>) -> Vec<JoinHandle<()>> {
+        let mut tasks = self.watch_new_resources();
+        for _ in 0..self.workers {
+            let engine = self.clone();
+            tasks.push(tokio::spawn(async move { engine.work().await }));
+        }
+        tasks
+    }
+
+    /// Stop the workers: no job starts after this; a Stage being played finishes its
+    /// current request.
+    pub fn shutdown(&self) {
+        self.queue.close();
+    }
+
+    fn watch_new_resources(self: &Arc<Self>) -> Vec<JoinHandle<()>> {
+        let stages = self.stages();
+        let mut watched = lock(&self.watched);
+        let mut tasks = Vec::new();
+        for resource in stages.resources() {
+            if !watched.insert(resource.clone()) {
+                continue;
+            }
+            let mut rx = self.cluster.watch(resource);
+            let engine = self.clone();
+            tasks.push(tokio::spawn(async move {
+                while let Some(event) = rx.recv().await {
+                    if engine.queue.is_closed() {
+                        break;
+                    }
+                    engine.observe(event);
+                }
+            }));
+        }
+        tasks
+    }
+
+    /// Replace the Stage set and match again every object of a resource whose Stages
+    /// changed (KWOK keeps playing the old choice until the object changes).
+    pub fn set_stages(self: &Arc<Self>, stages: StageSet) -> Vec<JoinHandle<()>> {
+        let old = {
+            let mut current = self.stages.write().unwrap_or_else(PoisonError::into_inner);
+            std::mem::replace(&mut *current, Arc::new(stages))
+        };
+        let new = self.stages();
+        let affected: HashSet<&ResourceRef> = old.resources().chain(new.resources()).collect();
+        let mut keys = lock(&self.keys);
+        let objects: Vec<(ObjectKey, Arc<Value>)> = keys
+            .latest
+            .iter()
+            .filter(|(_, v)| ResourceRef::of(v).is_some_and(|r| affected.contains(&r)))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        for (key, object) in objects {
+            self.schedule(&mut keys, key, &object);
+        }
+        drop(keys);
+        self.watch_new_resources()
+    }
+
+    /// Handle one watch event.
+    pub fn observe(&self, event: WatchEvent) {
+        let mut keys = lock(&self.keys);
+        match event {
+            WatchEvent::Applied(object) => self.applied(&mut keys, object),
+            WatchEvent::Deleted(object) => {
+                if let Some(key) = ObjectKey::of(&object) {
+                    self.deleted(&mut keys, &key);
+                }
+            }
+            WatchEvent::Restarted(objects) => {
+                let mut seen = HashSet::new();
+                let mut resources = HashSet::new();
+                for object in objects {
+                    if let Some(key) = ObjectKey::of(&object) {
+                        resources.insert((key.api_version.clone(), key.kind.clone()));
+                        seen.insert(key);
+                    }
+                    self.applied(&mut keys, object);
+                }
+                let gone: Vec<ObjectKey> = keys
+                    .latest
+                    .keys()
+                    .filter(|k| {
+                        resources.contains(&(k.api_version.clone(), k.kind.clone()))
+                            && !seen.contains(*k)
+                    })
+                    .cloned()
+                    .collect();
+                for key in gone {
+                    self.deleted(&mut keys, &key);
+                }
+            }
+        }
+    }
+
+    fn applied(&self, keys: &mut Keys, object: Arc<Value>) {
+        let Some(key) = ObjectKey::of(&object) else {
+            return;
+        };
+        let same = keys
+            .latest
+            .get(&key)
+            .is_some_and(|old| resource_version(old) == resource_version(&object));
+        if same {
+            return; // a version already seen (a relist or our own echo)
+        }
+        keys.latest.insert(key.clone(), object.clone());
+        if let Some(busy) = keys.busy.get_mut(&key) {
+            busy.dirty = true;
+            return;
+        }
+        self.schedule(keys, key, &object);
+    }
+
+    fn deleted(&self, keys: &mut Keys, key: &ObjectKey) {
+        keys.latest.remove(key);
+        keys.busy.remove(key);
+        if self.queue.cancel(key).is_some() {
+            Metrics::bump(&self.metrics.stale);
+        }
+    }
+
+    /// Match `object` and queue its next Stage, replacing any queued job; nothing matching
+    /// cancels it. The object must not be busy.
+    fn schedule(&self, keys: &mut Keys, key: ObjectKey, object: &Arc<Value>) {
+        if let Some(busy) = keys.busy.get_mut(&key) {
+            busy.dirty = true;
+            return;
+        }
+        let stages = self.stages();
+        let now_wall = self.clock.now();
+        let mut rng = lock(&self.rng);
+        let Some(stage) = stages.select(object, &mut rng).cloned() else {
+            drop(rng);
+            self.queue.cancel(&key);
+            return;
+        };
+        let delay = stage
+            .delay
+            .as_ref()
+            .and_then(|d| d.sample(object, now_wall, &mut rng))
+            .and_then(|d| d.to_std().ok())
+            .unwrap_or(Duration::ZERO);
+        drop(rng);
+        let job = Job {
+            key: key.clone(),
+            object: object.clone(),
+            stage,
+            step: 0,
+            attempt: 0,
+            due: Instant::now() + delay,
+        };
+        self.queue.add(key, job, FRESH_LANE, delay);
+    }
+
+    async fn work(self: Arc<Self>) {
+        while let Some((key, job)) = self.queue.pop().await {
+            {
+                let mut keys = lock(&self.keys);
+                let busy = keys.busy.entry(key.clone()).or_default();
+                if busy.running {
+                    busy.pending = Some(job);
+                    continue;
+                }
+                busy.running = true;
+            }
+            self.play(job).await;
+        }
+    }
+
+    async fn play(&self, mut job: Job) {
+        let key = job.key.clone();
+        self.metrics
+            .lag(Instant::now().saturating_duration_since(job.due));
+        if job.step == 0 && job.attempt == 0 {
+            // A fresh job renders the newest version; it is stale if that no longer
+            // matches its Stage (a newer job replaces it, or none is due).
+            let latest = lock(&self.keys).latest.get(&key).cloned();
+            let Some(latest) = latest else {
+                Metrics::bump(&self.metrics.stale);
+                self.finish(&key, Outcome::Gone);
+                return;
+            };
+            if !job.stage.selector.matches(&latest) {
+                Metrics::bump(&self.metrics.stale);
+                self.finish(&key, Outcome::Dropped);
+                return;
+            }
+            job.object = latest;
+        }
+        let stage = job.stage.clone();
+        let span =
+            tracing::debug_span!("stage", object = %key, stage = %stage.name, retry = job.attempt);
+        let _enter = span.enter();
+        let mut deleted = false;
+        for index in job.step..stage.steps.len() {
+            if deleted && !matches!(stage.steps[index], Step::Event(_)) {
+                continue;
+            }
+            let actions = match action::step_actions(&stage, index, &job.object, Typing::Typed) {
+                Ok(actions) => actions,
+                Err(e) => {
+                    job.step = index;
+                    let error = ClusterError {
+                        kind: FailureKind::Template,
+                        status: None,
+                        reason: None,
+                        message: e.to_string(),
+                        retry_after: None,
+                    };
+                    self.fail(job, error).await;
+                    return;
+                }
+            };
+            for action in &actions {
+                match self.send(&key, &job.object, action).await {
+                    Ok(Sent::Object(object)) => job.object = object,
+                    Ok(Sent::Gone) => deleted = true,
+                    Ok(Sent::Nothing) => {}
+                    Err(error) => {
+                        job.step = index;
+                        self.fail(job, error).await;
+                        return;
+                    }
+                }
+            }
+        }
+        self.metrics.transition(&stage.name);
+        let outcome = if deleted {
+            Outcome::Gone
+        } else {
+            Outcome::Done {
+                object: job.object.clone(),
+                immediate: stage.immediate_next_stage,
+            }
+        };
+        self.finish(&key, outcome);
+    }
+
+    async fn send(
+        &self,
+        key: &ObjectKey,
+        object: &Value,
+        action: &Action,
+    ) -> Result<Sent, ClusterError> {
+        match action {
+            Action::Event {
+                event_type,
+                reason,
+                message,
+            } => {
+                let event = EventRequest {
+                    event_type: event_type.clone(),
+                    reason: reason.clone(),
+                    message: message.clone(),
+                };
+                self.cluster.event(key, &event).await?;
+                Metrics::bump(&self.metrics.events);
+                Ok(Sent::Nothing)
+            }
+            Action::Patch {
+                patch_type,
+                subresource,
+                data,
+                impersonation,
+            } => {
+                if !patch::changes(object, *patch_type, data, &key.kind).unwrap_or(true) {
+                    Metrics::bump(&self.metrics.noops);
+                    return Ok(Sent::Nothing);
+                }
+                let request = PatchRequest {
+                    patch_type: *patch_type,
+                    subresource: subresource.as_deref(),
+                    data,
+                    as_user: impersonation.as_deref(),
+                };
+                let stored = self.cluster.patch(key, request).await?;
+                Metrics::bump(&self.metrics.writes);
+                Ok(Sent::Object(stored))
+            }
+            Action::Apply {
+                patch_type,
+                subresource,
+                object: applied,
+                impersonation,
+            } => {
+                let stored = self
+                    .cluster
+                    .apply(
+                        applied,
+                        *patch_type,
+                        subresource.as_deref(),
+                        impersonation.as_deref(),
+                    )
+                    .await?;
+                Metrics::bump(&self.metrics.writes);
+                if ObjectKey::of(&stored).as_ref() == Some(key) {
+                    Ok(Sent::Object(stored))
+                } else {
+                    Ok(Sent::Nothing)
+                }
+            }
+            Action::Delete => {
+                let left = self.cluster.delete(key, Some(0)).await?;
+                Metrics::bump(&self.metrics.writes);
+                Ok(left.map_or(Sent::Gone, Sent::Object))
+            }
+        }
+    }
+
+    /// Classify a failed step and retry, refresh or drop the job.
+    async fn fail(&self, mut job: Job, error: ClusterError) {
+        let failure = Failure {
+            kind: error.kind,
+            status: error.status,
+            reason: error.reason.as_deref(),
+            message: &error.message,
+            retry_after: error.retry_after,
+            stage: &job.stage.name,
+            step: job.step,
+            attempt: job.attempt,
+            object: &job.object,
+        };
+        let mut decision = self.classifier.classify(&failure);
+        self.metrics.retry(decision.as_str());
+        let mut cause = match (&decision, error.status) {
+            (_, Some(404)) => "not-found".to_owned(),
+            (_, _) => error
+                .reason
+                .clone()
+                .unwrap_or_else(|| error.kind.as_str().to_owned()),
+        };
+        if !matches!(decision, Decision::Drop { .. }) && !self.backoff.allows(job.attempt + 1) {
+            decision = Decision::Drop { warn: true };
+            cause = "max-attempts".to_owned();
+        }
+        tracing::debug!(object = %job.key, stage = %job.stage.name, step = job.step, retry = job.attempt, class = decision.as_str(), %error, "step failed");
+        match decision {
+            Decision::Drop { warn } => {
+                self.metrics.drop_job(&cause);
+                if warn {
+                    tracing::error!(object = %job.key, stage = %job.stage.name, step = job.step, retry = job.attempt, %error, "dropping the job");
+                    let event = EventRequest {
+                        event_type: "Warning".to_owned(),
+                        reason: "StageFailed".to_owned(),
+                        message: format!(
+                            "kstage: Stage {} step {} failed: {error}",
+                            job.stage.name, job.step
+                        ),
+                    };
+                    if let Err(e) = self.cluster.event(&job.key, &event).await {
+                        tracing::warn!(object = %job.key, error = %e, "cannot record the Warning event");
+                    }
+                }
+                self.finish(&job.key.clone(), Outcome::Dropped);
+            }
+            Decision::Refresh => match self.cluster.get(&job.key).await {
+                Ok(object) => {
+                    job.object = object;
+                    self.requeue(job, Duration::ZERO);
+                }
+                Err(e) if e.is_not_found() => {
+                    self.metrics.drop_job("not-found");
+                    self.finish(&job.key.clone(), Outcome::Gone);
+                }
+                Err(_) => {
+                    let delay = self.backoff.delay(job.attempt, &mut lock(&self.rng));
+                    self.requeue(job, delay);
+                }
+            },
+            Decision::RetryAfter(delay) => self.requeue(job, delay),
+            Decision::Backoff => {
+                let delay = self.backoff.delay(job.attempt, &mut lock(&self.rng));
+                self.requeue(job, delay);
+            }
+        }
+    }
+
+    /// Put a failed job back at the same step, in the retry lane.
+    fn requeue(&self, mut job: Job, delay: Duration) {
+        job.attempt += 1;
+        job.due = Instant::now() + delay;
+        let key = job.key.clone();
+        let mut keys = lock(&self.keys);
+        let Some(busy) = keys.busy.get_mut(&key) else {
+            return; // the object was deleted meanwhile
+        };
+        busy.running = false;
+        let pending = busy.pending.take();
+        drop(keys);
+        if pending.is_some() {
+            Metrics::bump(&self.metrics.stale);
+        }
+        self.queue.add(key, job, RETRY_LANE, delay);
+    }
+
+    /// A job ended: free the object and match its newest version if needed.
+    fn finish(&self, key: &ObjectKey, outcome: Outcome) {
+        let mut keys = lock(&self.keys);
+        let Some(busy) = keys.busy.remove(key) else {
+            return; // deleted meanwhile
+        };
+        let latest = keys.latest.get(key).cloned();
+        match (outcome, latest) {
+            (_, None) | (Outcome::Gone, _) => {}
+            (Outcome::Done { object, immediate }, Some(latest)) => {
+                if busy.dirty {
+                    self.schedule(&mut keys, key.clone(), &latest);
+                } else if immediate {
+                    self.schedule(&mut keys, key.clone(), &object);
+                } else if let Some(pending) = busy.pending {
+                    let lane = pending.lane();
+                    self.queue.add(key.clone(), pending, lane, Duration::ZERO);
+                }
+            }
+            (Outcome::Dropped, Some(latest)) => {
+                if busy.dirty {
+                    self.schedule(&mut keys, key.clone(), &latest);
+                }
+            }
+        }
+    }
+}

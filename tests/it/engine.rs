@@ -1,0 +1,304 @@
+//! The engine against the in-memory cluster, on paused tokio time: lifecycles complete
+//! under injected faults, failed steps retry on KWOK's backoff schedule at the same step,
+//! and 404, 409 and 422 are handled as the README's table says.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use kstage::clock::{Clock, TokioClock};
+use kstage::cluster::faults::{Fault, FaultSpec, Faults, Verb};
+use kstage::cluster::local::{MemoryCluster, event_counts};
+use kstage::cluster::{ObjectKey, PatchRequest};
+use kstage::engine::{Engine, EngineConfig};
+use kstage::patch::PatchType;
+use kstage::stage::StageSet;
+use kstage::template::{Renderer, SimEnv};
+use serde_json::{Value, json};
+
+fn start() -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339("2025-01-01T00:00:00Z")
+        .expect("time")
+        .with_timezone(&Utc)
+}
+
+struct World {
+    cluster: Arc<MemoryCluster>,
+    engine: Arc<Engine<MemoryCluster>>,
+}
+
+fn world(faults: FaultSpec, workers: usize) -> World {
+    let clock: Arc<dyn Clock> = Arc::new(TokioClock::new(start()));
+    let cluster = Arc::new(MemoryCluster::new(clock.clone(), Faults::new(faults, 11)));
+    let renderer = Renderer::new(Arc::new(SimEnv::new(clock.clone(), start(), "test")));
+    let set = crate::kwok_dir().join("stage/pod/general");
+    let loaded = kstage::stage::load::load(&[set], &renderer).expect("corpus readable");
+    assert!(loaded.problems.is_empty(), "{:?}", loaded.problems);
+    let config = EngineConfig {
+        workers,
+        seed: 5,
+        clock,
+        ..EngineConfig::default()
+    };
+    let engine = Engine::new(cluster.clone(), StageSet::new(loaded.stages), config);
+    engine.start();
+    World { cluster, engine }
+}
+
+fn pod(name: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"nodeName": "node-0", "containers": [{"name": "app", "image": "app:1"}]},
+    })
+}
+
+fn key(name: &str) -> ObjectKey {
+    ObjectKey {
+        api_version: "v1".into(),
+        kind: "Pod".into(),
+        namespace: "default".into(),
+        name: name.into(),
+    }
+}
+
+fn running(cluster: &MemoryCluster, name: &str) -> bool {
+    cluster
+        .object(&key(name))
+        .is_some_and(|p| p["status"]["phase"] == "Running")
+}
+
+/// Let virtual time pass (tokio auto-advances while every task waits).
+async fn wait_until(mut done: impl FnMut() -> bool, limit: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + limit;
+    while tokio::time::Instant::now() < deadline {
+        if done() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    done()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_thousand_pods_complete_under_twenty_percent_faults() {
+    let w = world(FaultSpec::transient(0.2), 8);
+    let names: Vec<String> = (0..1000).map(|i| format!("pod-{i}")).collect();
+    for name in &names {
+        w.cluster.insert(pod(name)).expect("created");
+    }
+    let all_running = wait_until(
+        || names.iter().all(|n| running(&w.cluster, n)),
+        Duration::from_secs(3600),
+    )
+    .await;
+    let stuck: Vec<&String> = names
+        .iter()
+        .filter(|n| !running(&w.cluster, n))
+        .take(5)
+        .collect();
+    assert!(
+        all_running,
+        "pods not Running: {stuck:?}; metrics: {:?} {:?}",
+        w.engine.metrics().retries(),
+        w.engine.metrics().dropped()
+    );
+    assert!(
+        w.cluster.faults().injected_total() > 100,
+        "faults were injected"
+    );
+    assert!(w.engine.metrics().retries().values().sum::<u64>() > 100);
+    assert!(
+        w.engine.metrics().dropped().is_empty(),
+        "{:?}",
+        w.engine.metrics().dropped()
+    );
+
+    // Each pod-create transition emitted its event exactly once, despite the retries.
+    let counts = event_counts(&w.cluster.events());
+    for name in &names {
+        assert_eq!(
+            counts.get(&(key(name), "Created".to_owned())),
+            Some(&1),
+            "{name}"
+        );
+    }
+
+    // Delete them all: pod-delete removes every one, and nothing writes to a pod after it
+    // is gone.
+    for name in &names {
+        w.cluster.user_delete(&key(name)).expect("deleted");
+    }
+    let all_gone = wait_until(|| w.cluster.is_empty(), Duration::from_secs(3600)).await;
+    assert!(all_gone, "{} pods left", w.cluster.len());
+    let mut removed = std::collections::HashMap::new();
+    for request in w.cluster.requests() {
+        if let Some(at) = removed.get(&request.object) {
+            assert!(
+                request.failed.is_some() || request.verb == Verb::Event,
+                "{:?} wrote to {} after its removal at {at:?}",
+                request.verb,
+                request.object
+            );
+        }
+        if request.verb == Verb::Delete && request.failed.is_none() {
+            removed.insert(request.object.clone(), request.at);
+        }
+    }
+    w.engine.shutdown();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_step_retries_at_the_same_step_on_the_backoff_schedule() {
+    let w = world(FaultSpec::none(), 2);
+    let unavailable = Fault::Status {
+        code: 503,
+        retry_after: None,
+    };
+    w.cluster.faults().script(Verb::Patch, [unavailable; 3]);
+    w.cluster.insert(pod("p")).expect("created");
+    assert!(
+        wait_until(
+            || w.cluster
+                .object(&key("p"))
+                .is_some_and(|p| p["status"]["podIP"].is_string()),
+            Duration::from_secs(120)
+        )
+        .await
+    );
+    let patches: Vec<Duration> = w
+        .cluster
+        .requests()
+        .into_iter()
+        .filter(|r| r.verb == Verb::Patch)
+        .map(|r| r.at)
+        .collect();
+    assert!(patches.len() >= 4, "{patches:?}");
+    for (i, pair) in patches.windows(2).take(3).enumerate() {
+        let gap = (pair[1] - pair[0]).as_secs_f64();
+        let base = f64::from(1u32 << i);
+        assert!(
+            gap >= base && gap <= base * 1.2 + 0.01,
+            "retry {i}: {gap}s after the failure, expected {base}s..{}s",
+            base * 1.2
+        );
+    }
+    // The event step ran before the failing patch and was not replayed.
+    let counts = event_counts(&w.cluster.events());
+    assert_eq!(counts.get(&(key("p"), "Created".to_owned())), Some(&1));
+    assert_eq!(w.engine.metrics().retries().get("backoff"), Some(&3));
+    w.engine.shutdown();
+}
+
+#[tokio::test(start_paused = true)]
+async fn not_found_drops_without_a_warning() {
+    let w = world(FaultSpec::none(), 2);
+    w.cluster.faults().script(
+        Verb::Patch,
+        [Fault::Status {
+            code: 404,
+            retry_after: None,
+        }],
+    );
+    w.cluster.insert(pod("p")).expect("created");
+    assert!(
+        wait_until(
+            || w.engine.metrics().dropped().contains_key("not-found"),
+            Duration::from_secs(60)
+        )
+        .await
+    );
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    let p = w.cluster.object(&key("p")).expect("pod");
+    assert!(
+        p["status"].get("podIP").is_none(),
+        "the dropped Stage did not write"
+    );
+    assert!(
+        !w.cluster
+            .events()
+            .iter()
+            .any(|e| e.event.event_type == "Warning")
+    );
+    w.engine.shutdown();
+}
+
+#[tokio::test(start_paused = true)]
+async fn conflict_refreshes_the_object_and_retries() {
+    let w = world(FaultSpec::none(), 2);
+    w.cluster.faults().script(
+        Verb::Patch,
+        [Fault::Status {
+            code: 409,
+            retry_after: None,
+        }],
+    );
+    w.cluster.insert(pod("p")).expect("created");
+    assert!(wait_until(|| running(&w.cluster, "p"), Duration::from_secs(120)).await);
+    assert_eq!(w.engine.metrics().retries().get("refresh"), Some(&1));
+    assert!(
+        w.cluster.requests().iter().any(|r| r.verb == Verb::Get),
+        "the object was read again"
+    );
+    w.engine.shutdown();
+}
+
+#[tokio::test(start_paused = true)]
+async fn invalid_drops_with_a_warning_event() {
+    let w = world(FaultSpec::none(), 2);
+    w.cluster.faults().script(
+        Verb::Patch,
+        [Fault::Status {
+            code: 422,
+            retry_after: None,
+        }],
+    );
+    w.cluster.insert(pod("p")).expect("created");
+    assert!(
+        wait_until(
+            || w.cluster
+                .events()
+                .iter()
+                .any(|e| e.event.event_type == "Warning"),
+            Duration::from_secs(60)
+        )
+        .await
+    );
+    let warning = w
+        .cluster
+        .events()
+        .into_iter()
+        .find(|e| e.event.event_type == "Warning")
+        .expect("warning");
+    assert_eq!(warning.event.reason, "StageFailed");
+    assert!(
+        warning.event.message.contains("pod-create"),
+        "{}",
+        warning.event.message
+    );
+    assert_eq!(w.engine.metrics().dropped().values().sum::<u64>(), 1);
+    w.engine.shutdown();
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_object_updated_while_its_job_waits_runs_only_the_new_job() {
+    let w = world(FaultSpec::none(), 2);
+    w.cluster.insert(pod("p")).expect("created");
+    // pod-create waits 1-5 s; change the pod before that.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let label = json!({"metadata": {"labels": {"version": "2"}}});
+    let request = PatchRequest {
+        patch_type: PatchType::Merge,
+        subresource: None,
+        data: &label,
+        as_user: None,
+    };
+    w.cluster.user_patch(&key("p"), request).expect("patched");
+    assert!(wait_until(|| running(&w.cluster, "p"), Duration::from_secs(120)).await);
+    assert_eq!(w.engine.metrics().transitions().get("pod-create"), Some(&1));
+    let counts = event_counts(&w.cluster.events());
+    assert_eq!(counts.get(&(key("p"), "Created".to_owned())), Some(&1));
+    let p = w.cluster.object(&key("p")).expect("pod");
+    assert_eq!(p["metadata"]["labels"]["version"], "2");
+    w.engine.shutdown();
+}
