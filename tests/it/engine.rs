@@ -302,3 +302,49 @@ async fn an_object_updated_while_its_job_waits_runs_only_the_new_job() {
     assert_eq!(p["metadata"]["labels"]["version"], "2");
     w.engine.shutdown();
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_stage_set_change_re_matches_objects_already_seen() {
+    let clock: Arc<dyn Clock> = Arc::new(TokioClock::new(start()));
+    let cluster = Arc::new(MemoryCluster::new(
+        clock.clone(),
+        Faults::new(FaultSpec::none(), 1),
+    ));
+    let renderer = Renderer::new(Arc::new(SimEnv::new(clock.clone(), start(), "test")));
+    let hold = "apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata: {name: hold}
+spec:
+  resourceRef: {apiGroup: v1, kind: Pod}
+  selector:
+    matchLabels: {never: matches}
+  steps:
+  - delete: true
+";
+    let held = kstage::stage::load::load_str(hold, &renderer).expect("valid");
+    let config = EngineConfig {
+        workers: 2,
+        clock,
+        ..EngineConfig::default()
+    };
+    let engine = Engine::new(cluster.clone(), StageSet::new(held.stages), config);
+    engine.start();
+    cluster.insert(pod("p")).expect("created");
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert!(
+        cluster
+            .object(&key("p"))
+            .is_some_and(|p| p["status"].get("podIP").is_none()),
+        "nothing matched yet"
+    );
+
+    let general =
+        kstage::stage::load::load(&[crate::kwok_dir().join("stage/pod/general")], &renderer)
+            .expect("corpus");
+    engine.set_stages(StageSet::new(general.stages));
+    assert!(
+        wait_until(|| running(&cluster, "p"), Duration::from_secs(120)).await,
+        "the new Stages were applied to the pod"
+    );
+    engine.shutdown();
+}
