@@ -49,6 +49,37 @@ pub enum Action {
 }
 
 impl Action {
+    /// A one-line description: `event Normal/Created`, `patch status (strategic)`,
+    /// `apply PersistentVolume pv-1`, `delete`.
+    pub fn summary(&self) -> String {
+        match self {
+            Action::Event {
+                event_type, reason, ..
+            } => format!("event {event_type}/{reason}"),
+            Action::Patch {
+                patch_type,
+                subresource,
+                ..
+            } => match subresource {
+                Some(sub) => format!("patch {sub} ({})", patch_type.stage_name()),
+                None => format!("patch ({})", patch_type.stage_name()),
+            },
+            Action::Apply {
+                object,
+                subresource,
+                ..
+            } => {
+                let target = crate::cluster::ObjectKey::of(object)
+                    .map_or_else(|| "?".to_owned(), |k| k.to_string());
+                match subresource {
+                    Some(sub) => format!("apply {target} {sub}"),
+                    None => format!("apply {target}"),
+                }
+            }
+            Action::Delete => "delete".to_owned(),
+        }
+    }
+
     /// `event`, `patch`, `apply` or `delete`.
     pub fn kind(&self) -> &'static str {
         match self {

@@ -8,8 +8,9 @@ use std::time::Instant;
 use chrono::{DateTime, TimeDelta, Utc};
 
 use super::{Output, StagePaths, parse_duration};
-use crate::clock::ManualClock;
-use crate::sim::{Config, Simulation};
+use crate::clock::{Clock, TokioClock};
+use crate::cluster::faults::FaultSpec;
+use crate::sim::Config;
 use crate::template::{Renderer, SimEnv};
 
 /// Arguments of `kstage sim`.
@@ -41,6 +42,13 @@ pub struct SimArgs {
     /// load runs: `--copies 10000`).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     copies: u64,
+    /// Inject faults into the in-memory cluster's answers, e.g.
+    /// `*:503=0.05,patch:409=0.02,create:429@2s=0.1` (VERB:FAULT=RATE, see the README).
+    #[arg(long, default_value = "")]
+    faults: FaultSpec,
+    /// Engine workers. With more than one, runs are no longer reproducible byte for byte.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=256))]
+    workers: u64,
     /// What to print: the timeline and final objects as text, YAML or JSON, or only the
     /// summary line.
     #[arg(long, short = 'o', value_enum, default_value_t = SimOutput::Text)]
@@ -72,23 +80,35 @@ pub(super) fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
         start,
         max_transitions,
         copies,
+        faults,
+        workers,
         output,
     } = args;
-    let clock = Arc::new(ManualClock::new(start));
-    let env = SimEnv::new(clock.clone(), start, env!("CARGO_PKG_VERSION"));
-    let renderer = Renderer::new(Arc::new(env));
-    let stages = super::load_stages(&paths.stages, &renderer)?;
+    // Virtual time: tokio's paused clock on one thread, so hours pass in milliseconds
+    // and the order of everything is fixed by the inputs and the seed.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()?;
     let objects = replicate(super::read_objects(&objects)?, copies);
-    let config = Config {
-        seed,
-        start,
-        until: Some(until),
-        delete_after,
-        max_transitions,
-    };
     let n_objects = objects.len();
     let started = Instant::now();
-    let report = Simulation::new(stages, clock, config).run(objects)?;
+    let report = runtime.block_on(async {
+        let clock: Arc<dyn Clock> = Arc::new(TokioClock::new(start));
+        let env = SimEnv::new(clock.clone(), start, env!("CARGO_PKG_VERSION"));
+        let renderer = Renderer::new(Arc::new(env));
+        let stages = super::load_stages(&paths.stages, &renderer)?;
+        let config = Config {
+            seed,
+            start,
+            until: until.to_std().unwrap_or_default(),
+            delete_after: delete_after.and_then(|d| d.to_std().ok()),
+            max_transitions,
+            faults,
+            workers: workers as usize,
+        };
+        anyhow::Ok(crate::sim::run(stages, clock, objects, config).await?)
+    })?;
     let wall = started.elapsed().as_secs_f64();
     match output {
         SimOutput::Text => {
@@ -110,11 +130,13 @@ pub(super) fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
     // Wall-clock figures vary run to run, so they go to stderr and stdout stays
     // byte-for-byte reproducible.
     eprintln!(
-        "kstage sim: {n_objects} objects, {} transitions, {} events, {} writes, {} no-ops, {} errors, virtual time {}; {:.3} s wall, {:.0} transitions/s",
+        "kstage sim: {n_objects} objects, {} transitions, {} events, {} writes, {} no-ops, {} retries, {} faults, {} errors, virtual time {}; {:.3} s wall, {:.0} transitions/s",
         s.transitions,
         s.events,
         s.writes,
         s.noops,
+        s.retries,
+        s.faults,
         s.errors,
         crate::sim::clock_time(report.end),
         wall,

@@ -56,6 +56,7 @@ struct State {
     events: Vec<RecordedEvent>,
     log: Vec<Request>,
     clock: Arc<dyn Clock>,
+    sent: u64,
 }
 
 impl MemoryCluster {
@@ -68,10 +69,17 @@ impl MemoryCluster {
                 events: Vec::new(),
                 log: Vec::new(),
                 clock,
+                sent: 0,
             }),
             faults,
             origin: tokio::time::Instant::now(),
         }
+    }
+
+    /// How many watch events were sent to watchers, so a driver can tell when they
+    /// have all been handled.
+    pub fn watch_events_sent(&self) -> u64 {
+        self.state().sent
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -182,13 +190,17 @@ impl State {
             .and_then(Value::as_str)
             .unwrap_or("");
         let kind = object.get("kind").and_then(Value::as_str).unwrap_or("");
+        let mut sent = 0;
         self.watchers.retain(|(resource, tx)| {
             if resource.api_group == api && resource.kind == kind {
-                tx.send(event.clone()).is_ok()
+                let ok = tx.send(event.clone()).is_ok();
+                sent += u64::from(ok);
+                ok
             } else {
                 !tx.is_closed()
             }
         });
+        self.sent += sent;
     }
 
     fn notify_written(&mut self, written: &Written) -> Option<Arc<Value>> {
@@ -268,6 +280,11 @@ fn stored(
 }
 
 impl Cluster for MemoryCluster {
+    /// The store compares before it writes and keeps the resourceVersion of a no-op.
+    fn cheap_noop_writes(&self) -> bool {
+        true
+    }
+
     fn watch(&self, resource: &ResourceRef) -> mpsc::UnboundedReceiver<WatchEvent> {
         let (tx, rx) = mpsc::unbounded_channel();
         let mut state = self.state();
@@ -278,6 +295,7 @@ impl Cluster for MemoryCluster {
             .map(|(_, v)| v.clone())
             .collect();
         if tx.send(WatchEvent::Restarted(objects)).is_ok() {
+            state.sent += 1;
             state.watchers.push((resource.clone(), tx));
         }
         rx

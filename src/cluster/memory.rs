@@ -209,7 +209,20 @@ impl MemoryStore {
                     });
                 }
                 let old = self.objects.remove(key).unwrap_or_default();
-                let mut new = Arc::unwrap_or_clone(old);
+                // The old version may still be held elsewhere (a watcher's cache): then
+                // copy everything but the status, which is replaced anyway.
+                let mut new = match Arc::try_unwrap(old) {
+                    Ok(owned) => owned,
+                    Err(shared) => match &*shared {
+                        Value::Object(map) => Value::Object(
+                            map.iter()
+                                .filter(|(k, _)| *k != "status")
+                                .map(|(k, v)| (k.clone(), v.clone()))
+                                .collect(),
+                        ),
+                        other => other.clone(),
+                    },
+                };
                 if let Some(map) = new.as_object_mut() {
                     match status {
                         Some(status) => map.insert("status".into(), status),

@@ -107,6 +107,13 @@ pub trait Cluster: Send + Sync + 'static {
     /// them, then every change. The channel closes when the cluster goes away.
     fn watch(&self, resource: &ResourceRef) -> mpsc::UnboundedReceiver<WatchEvent>;
 
+    /// Whether a write that changes nothing costs nothing here (no request, no new
+    /// resourceVersion), so the engine need not check patches for no-ops before sending
+    /// them. False for a real API server, where a no-op PATCH is still a round trip.
+    fn cheap_noop_writes(&self) -> bool {
+        false
+    }
+
     /// Read one object.
     fn get(&self, key: &ObjectKey)
     -> impl Future<Output = Result<Arc<Value>, ClusterError>> + Send;

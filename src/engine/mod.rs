@@ -16,6 +16,7 @@
 //! - two jobs for one object never run at once;
 //! - when the Stage set changes, every object of an affected resource is matched again.
 
+pub mod journal;
 pub mod metrics;
 
 use std::collections::{HashMap, HashSet};
@@ -34,7 +35,10 @@ use crate::queue::{QueueConfig, WeightedQueue};
 use crate::retry::{Backoff, BuiltinClassifier, Classifier, Decision, Failure, FailureKind};
 use crate::rng::Rng;
 use crate::stage::{ResourceRef, Stage, StageSet, Step};
+pub use journal::Journal;
+use journal::{Done, What};
 pub use metrics::Metrics;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The lane of jobs for a new version of an object.
 pub const FRESH_LANE: u32 = 1;
@@ -54,6 +58,8 @@ pub struct EngineConfig {
     pub seed: u64,
     /// The wall clock delays are computed against (the cluster's, in tests).
     pub clock: Arc<dyn Clock>,
+    /// Record every Stage played (for `kstage sim`'s timeline).
+    pub journal: Option<Arc<Journal>>,
 }
 
 impl Default for EngineConfig {
@@ -64,6 +70,7 @@ impl Default for EngineConfig {
             queue: QueueConfig::default(),
             seed: 0,
             clock: Arc::new(SystemClock),
+            journal: None,
         }
     }
 }
@@ -140,6 +147,9 @@ pub struct Engine<C: Cluster> {
     keys: Mutex<Keys>,
     watched: Mutex<HashSet<ResourceRef>>,
     metrics: Metrics,
+    journal: Option<Arc<Journal>>,
+    /// Watch events handled, so a driver can tell when the engine has caught up.
+    observed: AtomicU64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -182,6 +192,8 @@ impl<C: Cluster> Engine<C> {
             keys: Mutex::new(Keys::default()),
             watched: Mutex::new(HashSet::new()),
             metrics: Metrics::default(),
+            journal: config.journal,
+            observed: AtomicU64::new(0),
         })
     }
 
@@ -265,8 +277,19 @@ impl<C: Cluster> Engine<C> {
         self.watch_new_resources()
     }
 
+    /// How many watch events were handled.
+    pub fn observed(&self) -> u64 {
+        self.observed.load(Ordering::Acquire)
+    }
+
+    /// Whether nothing is queued, running or waiting to retry.
+    pub fn is_idle(&self) -> bool {
+        self.queue.is_empty() && lock(&self.keys).busy.is_empty()
+    }
+
     /// Handle one watch event.
     pub fn observe(&self, event: WatchEvent) {
+        let _counted = Counted(&self.observed);
         let mut keys = lock(&self.keys);
         match event {
             WatchEvent::Applied(object) => self.applied(&mut keys, object),
@@ -401,6 +424,7 @@ impl<C: Cluster> Engine<C> {
             tracing::debug_span!("stage", object = %key, stage = %stage.name, retry = job.attempt);
         let _enter = span.enter();
         let mut deleted = false;
+        let mut done = Vec::new();
         for index in job.step..stage.steps.len() {
             if deleted && !matches!(stage.steps[index], Step::Event(_)) {
                 continue;
@@ -416,24 +440,50 @@ impl<C: Cluster> Engine<C> {
                         message: e.to_string(),
                         retry_after: None,
                     };
-                    self.fail(job, error).await;
+                    self.fail(job, error, done).await;
                     return;
                 }
             };
             for action in &actions {
-                match self.send(&key, &job.object, action).await {
-                    Ok(Sent::Object(object)) => job.object = object,
-                    Ok(Sent::Gone) => deleted = true,
-                    Ok(Sent::Nothing) => {}
+                let before = resource_version(&job.object).map(str::to_owned);
+                let changed = match self.send(&key, &job.object, action).await {
+                    Ok(Sent::Object(object)) => {
+                        let changed = resource_version(&object) != before.as_deref();
+                        if !changed && matches!(action, Action::Patch { .. }) {
+                            Metrics::bump(&self.metrics.noops);
+                        }
+                        job.object = object;
+                        changed
+                    }
+                    Ok(Sent::Gone) => {
+                        deleted = true;
+                        true
+                    }
+                    Ok(Sent::Nothing) => false,
                     Err(error) => {
                         job.step = index;
-                        self.fail(job, error).await;
+                        self.fail(job, error, done).await;
                         return;
                     }
+                };
+                if self.journal.is_some() {
+                    done.push(Done {
+                        kind: action.kind(),
+                        detail: action.summary(),
+                        changed,
+                    });
                 }
             }
         }
         self.metrics.transition(&stage.name);
+        if let Some(journal) = &self.journal {
+            let what = What::Stage {
+                name: stage.name.clone(),
+                actions: done,
+                error: None,
+            };
+            journal.record(key.clone(), what);
+        }
         let outcome = if deleted {
             Outcome::Gone
         } else {
@@ -472,7 +522,11 @@ impl<C: Cluster> Engine<C> {
                 data,
                 impersonation,
             } => {
-                if !patch::changes(object, *patch_type, data, &key.kind).unwrap_or(true) {
+                // No-op detection: a patch that would change nothing is not sent (where
+                // the cluster itself skips no-op writes, its answer tells the same).
+                if !self.cluster.cheap_noop_writes()
+                    && !patch::changes(object, *patch_type, data, &key.kind).unwrap_or(true)
+                {
                     Metrics::bump(&self.metrics.noops);
                     return Ok(Sent::Nothing);
                 }
@@ -517,7 +571,7 @@ impl<C: Cluster> Engine<C> {
     }
 
     /// Classify a failed step and retry, refresh or drop the job.
-    async fn fail(&self, mut job: Job, error: ClusterError) {
+    async fn fail(&self, mut job: Job, error: ClusterError, done: Vec<Done>) {
         let failure = Failure {
             kind: error.kind,
             status: error.status,
@@ -543,6 +597,18 @@ impl<C: Cluster> Engine<C> {
             cause = "max-attempts".to_owned();
         }
         tracing::debug!(object = %job.key, stage = %job.stage.name, step = job.step, retry = job.attempt, class = decision.as_str(), %error, "step failed");
+        if let Some(journal) = &self.journal {
+            let what = What::Stage {
+                name: job.stage.name.clone(),
+                actions: done,
+                error: Some(format!(
+                    "step {} failed ({}): {error}",
+                    job.step,
+                    decision.as_str()
+                )),
+            };
+            journal.record(job.key.clone(), what);
+        }
         match decision {
             Decision::Drop { warn } => {
                 self.metrics.drop_job(&cause);
@@ -627,5 +693,14 @@ impl<C: Cluster> Engine<C> {
                 }
             }
         }
+    }
+}
+
+/// Counts an event as handled when dropped, after the state it changed is visible.
+struct Counted<'a>(&'a AtomicU64);
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::Release);
     }
 }

@@ -211,3 +211,70 @@ fn object_without_a_name_is_rejected() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("obj.yaml#0"), "{err}");
 }
+
+#[test]
+fn faults_are_retried_and_the_run_stays_reproducible() {
+    let dir = tempdir("faults");
+    let pod = write(&dir, "pod.yaml", POD);
+    let general = kwok_dir().join("stage/pod/general");
+    let general = general.to_string_lossy();
+    let args = [
+        "sim",
+        "--stages",
+        &general,
+        "--objects",
+        &pod,
+        "--copies",
+        "50",
+        "--until",
+        "1h",
+        "--delete-after",
+        "10m",
+        "--faults",
+        "*:503=0.3,patch:409=0.1",
+        "-o",
+        "json",
+    ];
+    let out = ok(&args);
+    let report: Value = serde_json::from_str(&out).expect("json report");
+    assert!(
+        report["stats"]["faults"].as_u64().is_some_and(|n| n > 10),
+        "{}",
+        report["stats"]
+    );
+    assert!(
+        report["stats"]["retries"].as_u64().is_some_and(|n| n > 10),
+        "{}",
+        report["stats"]
+    );
+    assert_eq!(report["stats"]["errors"], 0);
+    assert_eq!(
+        report["objects"].as_array().map(Vec::len),
+        Some(0),
+        "every pod went through to deletion"
+    );
+    let failed_attempts = report["timeline"]
+        .as_array()
+        .expect("timeline")
+        .iter()
+        .filter(|e| e["error"].is_string())
+        .count();
+    assert!(failed_attempts > 0, "failed attempts are in the timeline");
+    assert_eq!(out, ok(&args), "same seed, same faults, same bytes");
+}
+
+#[test]
+fn a_bad_fault_spec_is_a_usage_error() {
+    let out = kstage(&[
+        "sim",
+        "--stages",
+        "examples/stages",
+        "--objects",
+        "examples/objects",
+        "--faults",
+        "patch:teapot=0.1",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("unknown fault"), "{err}");
+}
