@@ -181,14 +181,7 @@ pub fn step_actions(
         }
         Step::Delete => vec![Action::Delete],
         Step::Patch(p) => {
-            let rendered =
-                p.template
-                    .render_json(object)
-                    .map_err(|source| StepError::Template {
-                        step: index,
-                        kind,
-                        source: Box::new(source),
-                    })?;
+            let rendered = render(&p.template, object, index, kind)?;
             let patch_type = p.patch_type.unwrap_or_else(|| default_type(stage, typing));
             let data =
                 patch::wrap_root(p.root.as_deref(), patch_type, rendered).map_err(|source| {
@@ -206,14 +199,7 @@ pub fn step_actions(
             }]
         }
         Step::Apply(a) => {
-            let mut rendered =
-                a.template
-                    .render_json(object)
-                    .map_err(|source| StepError::Template {
-                        step: index,
-                        kind,
-                        source: Box::new(source),
-                    })?;
+            let mut rendered = render(&a.template, object, index, kind)?;
             let Some(map) = rendered.as_object_mut() else {
                 return Err(StepError::NotAnObject {
                     step: index,
@@ -248,6 +234,21 @@ pub fn step_actions(
             }]
         }
     })
+}
+
+fn render(
+    template: &crate::template::Template,
+    object: &Value,
+    step: usize,
+    kind: &'static str,
+) -> Result<Value, StepError> {
+    template
+        .render_json(object)
+        .map_err(|source| StepError::Template {
+            step,
+            kind,
+            source: Box::new(source),
+        })
 }
 
 /// The actions of every step of `stage` rendered against the same `object`, in order,

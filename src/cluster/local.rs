@@ -319,12 +319,7 @@ impl Cluster for MemoryCluster {
         &self,
         object: Value,
     ) -> impl Future<Output = Result<Arc<Value>, ClusterError>> + Send {
-        let key = ObjectKey::of(&object).unwrap_or_else(|| ObjectKey {
-            api_version: String::new(),
-            kind: String::new(),
-            namespace: String::new(),
-            name: String::new(),
-        });
+        let key = ObjectKey::of(&object).unwrap_or_default();
         let result = self.request(Verb::Create, &key, |state| {
             let created = state.store.create(object)?;
             state.notify(&WatchEvent::Applied(created.clone()), &created);
@@ -355,12 +350,7 @@ impl Cluster for MemoryCluster {
         subresource: Option<&str>,
         _as_user: Option<&str>,
     ) -> impl Future<Output = Result<Arc<Value>, ClusterError>> + Send {
-        let key = ObjectKey::of(object).unwrap_or_else(|| ObjectKey {
-            api_version: String::new(),
-            kind: String::new(),
-            namespace: String::new(),
-            name: String::new(),
-        });
+        let key = ObjectKey::of(object).unwrap_or_default();
         let result = self.request(Verb::Apply, &key, |state| {
             let written = state.store.apply(object, patch_type, subresource)?;
             stored(written, state, &key)

@@ -157,7 +157,7 @@ pub trait Cluster: Send + Sync + 'static {
 
 /// Identifies an object: `apiVersion`, `kind`, namespace (empty for cluster-scoped) and
 /// name. Ordered, so iteration over a store is deterministic.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ObjectKey {
     /// `apiVersion`, e.g. `v1`.
     pub api_version: String,

@@ -5,7 +5,6 @@
 //! program that does not compile ...) is collected with its file, document index, Stage
 //! name and field path; the Stages without problems load regardless.
 
-use std::collections::HashSet;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -51,6 +50,42 @@ pub struct Loaded {
     pub stages: Vec<Stage>,
     /// Every problem found.
     pub problems: Vec<Problem>,
+}
+
+impl Loaded {
+    /// Take the outcome of loading one document: a Stage (unless another of that name
+    /// came first), nothing (not a Stage), or its problems.
+    fn add(
+        &mut self,
+        origin: Origin,
+        result: Result<Option<Stage>, (Option<String>, Vec<FieldError>)>,
+    ) {
+        match result {
+            Ok(None) => {}
+            Ok(Some(stage)) => {
+                if self.stages.iter().any(|s| s.name == stage.name) {
+                    self.problems.push(Problem {
+                        origin,
+                        stage: Some(stage.name.clone()),
+                        error: FieldError::new(
+                            "metadata.name",
+                            "a Stage with this name was already loaded; this one is ignored",
+                        ),
+                    });
+                } else {
+                    self.stages.push(stage);
+                }
+            }
+            Err((stage, errors)) => {
+                self.problems
+                    .extend(errors.into_iter().map(|error| Problem {
+                        origin: origin.clone(),
+                        stage: stage.clone(),
+                        error,
+                    }));
+            }
+        }
+    }
 }
 
 /// The files a list of paths names: files as given, and the `*.yaml`, `*.yml` and `*.json`
@@ -135,44 +170,17 @@ pub fn read_documents(paths: &[PathBuf]) -> Result<Vec<Document>, ReadError> {
 /// Load and compile the Stages in `paths`.
 pub fn load(paths: &[PathBuf], renderer: &Renderer) -> Result<Loaded, ReadError> {
     let mut loaded = Loaded::default();
-    let mut names = HashSet::new();
     for (origin, doc) in read_documents(paths)? {
-        let doc = match doc {
-            Ok(doc) => doc,
-            Err(error) => {
-                loaded.problems.push(Problem {
-                    origin,
-                    stage: None,
-                    error,
-                });
-                continue;
+        match doc {
+            Ok(doc) => {
+                let result = load_document(&doc, origin.clone(), renderer);
+                loaded.add(origin, result);
             }
-        };
-        match load_document(&doc, origin.clone(), renderer) {
-            Ok(None) => {}
-            Ok(Some(stage)) => {
-                if names.insert(stage.name.clone()) {
-                    loaded.stages.push(stage);
-                } else {
-                    loaded.problems.push(Problem {
-                        origin,
-                        stage: Some(stage.name.clone()),
-                        error: FieldError::new(
-                            "metadata.name",
-                            "a Stage with this name was already loaded; this one is ignored",
-                        ),
-                    });
-                }
-            }
-            Err((stage, errors)) => {
-                loaded
-                    .problems
-                    .extend(errors.into_iter().map(|error| Problem {
-                        origin: origin.clone(),
-                        stage: stage.clone(),
-                        error,
-                    }));
-            }
+            Err(error) => loaded.problems.push(Problem {
+                origin,
+                stage: None,
+                error,
+            }),
         }
     }
     Ok(loaded)
@@ -212,19 +220,8 @@ pub fn load_str(text: &str, renderer: &Renderer) -> Result<Loaded, FieldError> {
             file: None,
             document,
         };
-        match load_document(doc, origin.clone(), renderer) {
-            Ok(Some(stage)) => loaded.stages.push(stage),
-            Ok(None) => {}
-            Err((stage, errors)) => {
-                loaded
-                    .problems
-                    .extend(errors.into_iter().map(|error| Problem {
-                        origin: origin.clone(),
-                        stage: stage.clone(),
-                        error,
-                    }))
-            }
-        }
+        let result = load_document(doc, origin.clone(), renderer);
+        loaded.add(origin, result);
     }
     Ok(loaded)
 }
