@@ -348,3 +348,35 @@ spec:
     );
     engine.shutdown();
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_relist_forgets_objects_that_are_gone_and_cancels_their_jobs() {
+    use kstage::cluster::WatchEvent;
+    let w = world(FaultSpec::none(), 1);
+    // The engine sees two pods through a (simulated) watch restart, then a relist that
+    // only has one of them: the other's queued job must be cancelled.
+    let a = Arc::new(
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a", "namespace": "default", "resourceVersion": "900"}, "spec": {"nodeName": "n", "containers": [{"name": "c", "image": "i"}]}, "status": {"phase": "Pending"}}),
+    );
+    let b = Arc::new(
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "b", "namespace": "default", "resourceVersion": "901"}, "spec": {"nodeName": "n", "containers": [{"name": "c", "image": "i"}]}, "status": {"phase": "Pending"}}),
+    );
+    w.engine
+        .observe(WatchEvent::Restarted(vec![a.clone(), b.clone()]));
+    assert!(w.engine.queue().contains(&key("a")) && w.engine.queue().contains(&key("b")));
+    w.engine.observe(WatchEvent::Restarted(vec![a.clone()]));
+    assert!(w.engine.queue().contains(&key("a")));
+    assert!(
+        !w.engine.queue().contains(&key("b")),
+        "the job of a pod missing from the relist is cancelled"
+    );
+    // The same version again is skipped: the job stays as it was.
+    let before = w.engine.queue().stats().replaced;
+    w.engine.observe(WatchEvent::Applied(a));
+    assert_eq!(
+        w.engine.queue().stats().replaced,
+        before,
+        "an already seen resourceVersion is ignored"
+    );
+    w.engine.shutdown();
+}
