@@ -12,6 +12,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Timelike, Utc};
 use gotmpl::Value;
 
+use super::reach::Reach;
 use crate::yaml::{FloatVerb, go_format_float};
 
 /// A JSON value as template data. Maps keep sorted keys, like Go's map iteration in
@@ -36,6 +37,24 @@ pub(crate) fn from_json(value: &serde_json::Value) -> Value {
                 .map(|(k, v)| (Arc::from(k.as_str()), from_json(v)))
                 .collect::<BTreeMap<_, _>>(),
         )),
+    }
+}
+
+/// [`from_json`] of only the part of `value` that `reach` names: a map under
+/// [`Reach::Fields`] keeps just the listed keys (those it has); anything else is
+/// converted whole.
+pub(crate) fn from_json_pruned(value: &serde_json::Value, reach: &Reach) -> Value {
+    match (value, reach) {
+        (serde_json::Value::Object(map), Reach::Fields(fields)) => Value::Map(Arc::new(
+            fields
+                .iter()
+                .filter_map(|(key, reach)| {
+                    map.get(&**key)
+                        .map(|v| (Arc::clone(key), from_json_pruned(v, reach)))
+                })
+                .collect(),
+        )),
+        (value, _) => from_json(value),
     }
 }
 
