@@ -237,6 +237,27 @@ pub fn apply_owned(
     }
 }
 
+/// [`apply`] to a target and with a patch the caller both give up: besides the copy of
+/// the target, the values the patch brings in are moved into the object rather than
+/// copied. Same result as [`apply_owned`].
+pub fn apply_owned_patch(
+    target: Value,
+    patch_type: PatchType,
+    patch: Value,
+    kind: &str,
+) -> Result<Value, PatchError> {
+    let patch = match (patch_type, patch) {
+        (PatchType::Strategic | PatchType::Apply, Value::Object(patch)) => patch,
+        (_, patch) => return apply_owned(target, patch_type, &patch, kind),
+    };
+    check_target(&target)?;
+    let target = match target {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    };
+    strategic::apply_owned(target, patch, kind).map(Value::Object)
+}
+
 /// Whether applying `patch` to `target` would change it: `false` exactly when
 /// [`apply`] returns `target` unchanged. A patch that fails (e.g. a JSON-patch `test`
 /// that does not hold) is an error, not "no change".

@@ -22,6 +22,8 @@
 //! Where this differs from Kubernetes, on purpose, is listed in the docs of
 //! [`crate::patch`].
 
+use std::borrow::Cow;
+
 use serde_json::{Map, Value};
 
 use super::error::{PatchError, StrategicError};
@@ -49,6 +51,24 @@ pub(crate) fn apply(
     patch: &Map<String, Value>,
     kind: &str,
 ) -> Result<Map<String, Value>, PatchError> {
+    apply_cow(target, Cow::Borrowed(patch), kind)
+}
+
+/// [`apply`] with a patch the caller gives up: the values it brings in are moved into
+/// the object instead of copied. The result is the same as [`apply`]'s.
+pub(crate) fn apply_owned(
+    target: Map<String, Value>,
+    patch: Map<String, Value>,
+    kind: &str,
+) -> Result<Map<String, Value>, PatchError> {
+    apply_cow(target, Cow::Owned(patch), kind)
+}
+
+fn apply_cow(
+    target: Map<String, Value>,
+    patch: Cow<'_, Map<String, Value>>,
+    kind: &str,
+) -> Result<Map<String, Value>, PatchError> {
     match merge_map(target, patch, schema::root(kind), &Loc::ROOT)? {
         Merged::Map(map) => Ok(map),
         Merged::Deleted => Ok(Map::new()),
@@ -63,16 +83,17 @@ enum Merged {
     Deleted,
 }
 
-/// Merge `patch` into `original`, a value of type `ty` at `loc`.
+/// Merge `patch` into `original`, a value of type `ty` at `loc`. An owned patch has its
+/// values moved into `original`; a borrowed one has them copied.
 fn merge_map(
     mut original: Map<String, Value>,
-    patch: &Map<String, Value>,
+    patch: Cow<'_, Map<String, Value>>,
     ty: Ty,
     loc: &Loc<'_>,
 ) -> Result<Merged, PatchError> {
     if let Some(directive) = patch.get(DIRECTIVE) {
         match directive.as_str() {
-            Some("replace") => return Ok(Merged::Map(materialize_map(patch))),
+            Some("replace") => return Ok(Merged::Map(materialize_map(patch.into_owned()))),
             Some("delete") => return Ok(Merged::Deleted),
             Some("merge") => {}
             _ => {
@@ -81,19 +102,39 @@ fn merge_map(
         }
     }
     if let Some(retain) = patch.get(RETAIN_KEYS) {
-        retain_keys(&mut original, patch, retain, loc)?;
+        retain_keys(&mut original, &patch, retain, loc)?;
     }
-    let ordered = set_element_orders(&mut original, patch, ty, loc)?;
-    for (key, value) in patch {
-        if is_directive_key(key) || ordered.contains(&key.as_str()) {
-            continue;
-        }
-        merge_field(&mut original, key, value, schema::field(ty, key), loc)?;
-    }
-    for (key, value) in patch {
+    let ordered: Vec<String> = set_element_orders(&mut original, &patch, ty, loc)?
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    // `$deleteFromPrimitiveList/<list>` goes after the other keys, in the patch's order.
+    let mut deletions: Vec<(String, Value)> = Vec::new();
+    let mut each = |key: Cow<'_, str>, value: Cow<'_, Value>| -> Result<(), PatchError> {
         if let Some(list) = key.strip_prefix(DELETE_FROM_PRIMITIVE_LIST) {
-            delete_from_primitive_list(&mut original, list, value, loc)?;
+            deletions.push((list.to_owned(), value.into_owned()));
+            return Ok(());
         }
+        if is_directive_key(&key) || ordered.iter().any(|done| *done == *key) {
+            return Ok(());
+        }
+        let meta = schema::field(ty, &key);
+        merge_field(&mut original, key, value, meta, loc)
+    };
+    match patch {
+        Cow::Borrowed(patch) => {
+            for (key, value) in patch {
+                each(Cow::Borrowed(key), Cow::Borrowed(value))?;
+            }
+        }
+        Cow::Owned(patch) => {
+            for (key, value) in patch {
+                each(Cow::Owned(key), Cow::Owned(value))?;
+            }
+        }
+    }
+    for (list, value) in &deletions {
+        delete_from_primitive_list(&mut original, list, value, loc)?;
     }
     Ok(Merged::Map(original))
 }
@@ -101,43 +142,53 @@ fn merge_map(
 /// Merge the patch's `value` for `key` into `original`.
 fn merge_field(
     original: &mut Map<String, Value>,
-    key: &str,
-    value: &Value,
+    key: Cow<'_, str>,
+    value: Cow<'_, Value>,
     meta: FieldMeta,
     loc: &Loc<'_>,
 ) -> Result<(), PatchError> {
     if value.is_null() {
-        original.remove(key);
+        original.remove(&*key);
         return Ok(());
     }
-    let Some(slot) = original.get_mut(key) else {
-        if let Some(value) = materialize(value) {
-            original.insert(key.to_owned(), value);
+    let Some(slot) = original.get_mut(&*key) else {
+        if let Some(value) = materialize(value.into_owned()) {
+            original.insert(key.into_owned(), value);
         }
         return Ok(());
     };
-    let here = loc.field(key);
-    let merged = match (std::mem::take(slot), value) {
-        (Value::Object(current), Value::Object(patch)) => {
-            match merge_map(current, patch, meta.child, &here)? {
-                Merged::Map(map) => Some(Value::Object(map)),
-                Merged::Deleted => None,
-            }
+    let here = loc.field(&key);
+    let current = std::mem::take(slot);
+    let merged = match (current, value) {
+        (Value::Object(current), Cow::Borrowed(Value::Object(patch))) => {
+            merged_map(merge_map(current, Cow::Borrowed(patch), meta.child, &here)?)
         }
-        (Value::Array(current), Value::Array(patch))
-            if matches!(meta.list, ListStrategy::Merge { .. }) =>
+        (Value::Object(current), Cow::Owned(Value::Object(patch))) => {
+            merged_map(merge_map(current, Cow::Owned(patch), meta.child, &here)?)
+        }
+        (Value::Array(current), value)
+            if matches!(meta.list, ListStrategy::Merge { .. }) && value.is_array() =>
         {
+            let patch = value.as_array().map_or(&[][..], Vec::as_slice);
             Some(Value::Array(merge_list(current, patch, meta, &here)?))
         }
-        _ => materialize(value),
+        (_, value) => materialize(value.into_owned()),
     };
     match merged {
         Some(merged) => *slot = merged,
         None => {
-            original.remove(key);
+            original.remove(&*key);
         }
     }
     Ok(())
+}
+
+/// The value a merged map leaves: `None` when it was deleted.
+fn merged_map(merged: Merged) -> Option<Value> {
+    match merged {
+        Merged::Map(map) => Some(Value::Object(map)),
+        Merged::Deleted => None,
+    }
 }
 
 /// Merge the patch list `patch` into the object's list `original` (a list field with
@@ -186,7 +237,7 @@ fn merge_list(
     if replace {
         items = plain
             .drain(..)
-            .map(|item| Value::Object(materialize_map(item)))
+            .map(|item| Value::Object(materialize_map(item.clone())))
             .collect();
     }
 
@@ -201,15 +252,17 @@ fn merge_list(
             .position(|existing| existing.get(key) == Some(value))
         {
             Some(at) => match std::mem::take(&mut items[at]) {
-                Value::Object(current) => match merge_map(current, item, meta.child, &here)? {
-                    Merged::Map(map) => items[at] = Value::Object(map),
-                    Merged::Deleted => {
-                        items.remove(at);
+                Value::Object(current) => {
+                    match merge_map(current, Cow::Borrowed(item), meta.child, &here)? {
+                        Merged::Map(map) => items[at] = Value::Object(map),
+                        Merged::Deleted => {
+                            items.remove(at);
+                        }
                     }
-                },
+                }
                 other => items[at] = other,
             },
-            None => items.push(Value::Object(materialize_map(item))),
+            None => items.push(Value::Object(materialize_map(item.clone()))),
         }
     }
     Ok(order(items, &patch_order, &server_order, |item| {
@@ -516,36 +569,56 @@ fn is_directive_key(key: &str) -> bool {
 }
 
 /// A value the patch brings in whole, as stored: `None` for a `$patch: delete` map,
-/// otherwise without `null` keys and directives.
-fn materialize(value: &Value) -> Option<Value> {
-    match value {
-        Value::Object(map) if map.get(DIRECTIVE).and_then(Value::as_str) == Some("delete") => None,
-        Value::Object(map) => Some(Value::Object(materialize_map(map))),
-        Value::Array(items) => Some(Value::Array(materialize_list(items))),
-        other => Some(other.clone()),
-    }
+/// otherwise without `null` keys and directives. Works in place: a value without any is
+/// moved through untouched.
+fn materialize(mut value: Value) -> Option<Value> {
+    clean(&mut value).then_some(value)
 }
 
 /// A map the patch brings in whole, without `null` keys and directives.
-fn materialize_map(map: &Map<String, Value>) -> Map<String, Value> {
-    map.iter()
-        .filter(|(key, value)| !value.is_null() && !is_directive_key(key))
-        .filter_map(|(key, value)| materialize(value).map(|value| (key.clone(), value)))
-        .collect()
+fn materialize_map(mut map: Map<String, Value>) -> Map<String, Value> {
+    clean_map(&mut map);
+    map
 }
 
 /// A list the patch brings in whole, without directive-only items (`{$patch: replace}`)
 /// and `$patch: delete` items.
 fn materialize_list(items: &[Value]) -> Vec<Value> {
+    let mut items = items.to_vec();
+    clean_list(&mut items);
     items
-        .iter()
-        .filter(|item| {
-            !item
-                .as_object()
-                .is_some_and(|map| map.len() == 1 && map.contains_key(DIRECTIVE))
-        })
-        .filter_map(materialize)
-        .collect()
+}
+
+/// Strip `value` of what [`materialize`] drops; `false` when the whole value goes (a
+/// `$patch: delete` map).
+fn clean(value: &mut Value) -> bool {
+    match value {
+        Value::Object(map) if map.get(DIRECTIVE).and_then(Value::as_str) == Some("delete") => false,
+        Value::Object(map) => {
+            clean_map(map);
+            true
+        }
+        Value::Array(items) => {
+            clean_list(items);
+            true
+        }
+        _ => true,
+    }
+}
+
+/// Drop the `null` values and directive keys of `map`, and clean what is left.
+fn clean_map(map: &mut Map<String, Value>) {
+    map.retain(|key, value| !value.is_null() && !is_directive_key(key) && clean(value));
+}
+
+/// Drop the directive-only and `$patch: delete` items of `items`, and clean what is left.
+fn clean_list(items: &mut Vec<Value>) {
+    items.retain_mut(|item| {
+        !item
+            .as_object()
+            .is_some_and(|map| map.len() == 1 && map.contains_key(DIRECTIVE))
+            && clean(item)
+    });
 }
 
 /// Where in the object a merge is, for error messages; built on the stack, rendered only

@@ -412,6 +412,23 @@ proptest! {
     }
 
     #[test]
+    fn owned_and_borrowed_patches_agree(
+        target in json_object_with(SMP_KEYS),
+        patch in json_object_with(SMP_KEYS),
+        kind in "Pod|Node|Widget",
+    ) {
+        // Moving the patch's values into the object gives what copying them gives.
+        let target = json!({"metadata": target.clone(), "status": target});
+        let patch = json!({"metadata": patch.clone(), "status": patch});
+        for patch_type in [PatchType::Json, PatchType::Merge, PatchType::Strategic, PatchType::Apply] {
+            let borrowed = apply(&target, patch_type, &patch, &kind).map_err(|e| e.to_string());
+            let owned = apply_owned_patch(target.clone(), patch_type, patch.clone(), &kind)
+                .map_err(|e| e.to_string());
+            prop_assert_eq!(owned, borrowed);
+        }
+    }
+
+    #[test]
     fn patches_never_panic(target in json_object(), patch in json_value(), kind in "Pod|Node|Widget") {
         // Arbitrary documents may be rejected, but never panic; and `changes` agrees with
         // `apply` whenever `apply` succeeds.
@@ -425,4 +442,29 @@ proptest! {
             }
         }
     }
+}
+
+#[test]
+fn owned_patches_drop_nulls_and_directives_like_borrowed_ones() {
+    let target = json!({"metadata": {"name": "p"}, "status": {"phase": "Pending"}});
+    let patch = json!({"status": {
+        "phase": "Running",
+        "podIP": null,
+        "conditions": [{"type": "Ready", "status": "True", "reason": null}],
+        "containerStatuses": [{"$patch": "replace"}, {"name": "c", "state": {"x": null}}],
+        "extra": {"$patch": "delete"},
+        "nested": {"$retainKeys": ["a"], "a": {"b": null, "c": 1}}
+    }});
+    let borrowed = apply(&target, PatchType::Strategic, &patch, "Pod").unwrap();
+    let owned = apply_owned_patch(target, PatchType::Strategic, patch, "Pod").unwrap();
+    assert_eq!(owned, borrowed);
+    assert_eq!(
+        owned["status"],
+        json!({
+            "phase": "Running",
+            "conditions": [{"type": "Ready", "status": "True"}],
+            "containerStatuses": [{"name": "c", "state": {}}],
+            "nested": {"a": {"c": 1}}
+        })
+    );
 }

@@ -268,3 +268,76 @@ fn pvc_provision_renders_nested_yaml() {
     );
     assert_eq!(status["capacity"], json!({"storage": "1Gi"}));
 }
+
+/// Every input object of the corpus, and a few objects with the fields templates read
+/// missing, null, or of another type.
+fn corpus_objects() -> Vec<Value> {
+    let mut objects = Vec::new();
+    for set in stage_sets() {
+        let testdata = set.join("testdata");
+        if !testdata.is_dir() {
+            continue;
+        }
+        for input in yaml_files(&testdata) {
+            if input.to_string_lossy().ends_with(".input.yaml") {
+                objects.push(yaml::to_json(&read(&input)).expect("input object"));
+            }
+        }
+    }
+    let variants: Vec<Value> = objects
+        .iter()
+        .flat_map(|obj| {
+            let mut out = Vec::new();
+            for field in ["metadata", "spec", "status"] {
+                for replacement in [None, Some(Value::Null), Some(json!("x")), Some(json!([1]))] {
+                    let mut v = obj.clone();
+                    if let Some(map) = v.as_object_mut() {
+                        match &replacement {
+                            None => {
+                                map.remove(field);
+                            }
+                            Some(r) => {
+                                map.insert(field.to_owned(), r.clone());
+                            }
+                        }
+                    }
+                    out.push(v);
+                }
+            }
+            out
+        })
+        .collect();
+    objects.extend(variants);
+    objects.extend([
+        json!({}),
+        Value::Null,
+        json!({"spec": {"containers": "no"}}),
+    ]);
+    objects
+}
+
+#[test]
+fn pruned_renders_match_full_renders_on_the_corpus() {
+    let renderer = Renderer::new(Arc::new(GoldenEnv));
+    let objects = corpus_objects();
+    let (mut templates, mut pruned) = (0, 0);
+    for set in stage_sets() {
+        for stage in stages_of(&set) {
+            for (name, _, src) in templates_of(&stage) {
+                let template = renderer.parse(&name, &src).expect("parses");
+                templates += 1;
+                pruned += usize::from(template.is_pruned());
+                for obj in &objects {
+                    let full = template.render_unpruned(obj).map_err(|e| e.to_string());
+                    let part = template.render(obj).map_err(|e| e.to_string());
+                    assert_eq!(part, full, "{name} on {obj}");
+                }
+            }
+        }
+    }
+    assert!(templates >= 15, "only {templates} templates");
+    assert!(
+        pruned * 2 >= templates,
+        "only {pruned} of {templates} templates pruned"
+    );
+}

@@ -3,7 +3,9 @@
 //!
 //! ```text
 //!  Stage load:  Renderer::parse(name, src) ──► Template   (parsed once, Send + Sync)
+//!                          └ reach: the part of the object it reads (static look)
 //!  each step:   Template::render_json(obj) ──► text ──► yaml::to_json ──► patch data
+//!                          │ only the reached part of obj becomes template data
 //!                          │ functions read the TemplateEnv (clock, version, IPs)
 //! ```
 //!
@@ -25,6 +27,7 @@ mod env;
 mod funcs;
 #[cfg(test)]
 mod golden;
+mod reach;
 #[cfg(test)]
 mod tests;
 mod value;
@@ -161,10 +164,12 @@ impl Renderer {
                 message: format!("function {func:?} not defined"),
             });
         }
+        let reach = reach::of_template(&inner, name);
         Ok(Template {
             name: name.to_owned(),
             source: src.to_owned(),
             inner,
+            reach,
         })
     }
 }
@@ -174,6 +179,8 @@ pub struct Template {
     name: String,
     source: String,
     inner: gotmpl::Template,
+    /// The part of the object the template reads, converted for each render.
+    reach: reach::Reach,
 }
 
 impl std::fmt::Debug for Template {
@@ -201,9 +208,25 @@ impl Template {
     /// # Errors
     /// [`TemplateError::Execute`] when execution fails.
     pub fn render(&self, obj: &serde_json::Value) -> Result<String, TemplateError> {
-        let data = value::from_json(obj);
+        self.execute(&value::from_json_pruned(obj, &self.reach))
+    }
+
+    /// [`Template::render`] with the whole object converted (what pruning must match).
+    #[cfg(test)]
+    pub(crate) fn render_unpruned(&self, obj: &serde_json::Value) -> Result<String, TemplateError> {
+        self.execute(&value::from_json(obj))
+    }
+
+    /// Whether renders convert only part of the object.
+    #[cfg(test)]
+    pub(crate) fn is_pruned(&self) -> bool {
+        self.reach != reach::Reach::Whole
+    }
+
+    /// Executes the template on already converted data.
+    fn execute(&self, data: &gotmpl::Value) -> Result<String, TemplateError> {
         self.inner
-            .execute_to_string(&data)
+            .execute_to_string(data)
             .map_err(|e| TemplateError::Execute {
                 template: self.name.clone(),
                 message: e.to_string(),

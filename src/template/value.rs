@@ -9,9 +9,10 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use chrono::{DateTime, Timelike, Utc};
+use chrono::{DateTime, Datelike, Timelike, Utc};
 use gotmpl::Value;
 
+use super::reach::Reach;
 use crate::yaml::{FloatVerb, go_format_float};
 
 /// A JSON value as template data. Maps keep sorted keys, like Go's map iteration in
@@ -36,6 +37,24 @@ pub(crate) fn from_json(value: &serde_json::Value) -> Value {
                 .map(|(k, v)| (Arc::from(k.as_str()), from_json(v)))
                 .collect::<BTreeMap<_, _>>(),
         )),
+    }
+}
+
+/// [`from_json`] of only the part of `value` that `reach` names: a map under
+/// [`Reach::Fields`] keeps just the listed keys (those it has); anything else is
+/// converted whole.
+pub(crate) fn from_json_pruned(value: &serde_json::Value, reach: &Reach) -> Value {
+    match (value, reach) {
+        (serde_json::Value::Object(map), Reach::Fields(fields)) => Value::Map(Arc::new(
+            fields
+                .iter()
+                .filter_map(|(key, reach)| {
+                    map.get(&**key)
+                        .map(|v| (Arc::clone(key), from_json_pruned(v, reach)))
+                })
+                .collect(),
+        )),
+        (value, _) => from_json(value),
     }
 }
 
@@ -146,6 +165,18 @@ pub(crate) fn go_sprint_float(f: f64) -> String {
 /// `encoding/json`'s string escaping with HTML escaping on (Go's default).
 fn write_go_json_string(s: &str, out: &mut String) {
     out.push('"');
+    // Most strings need no escaping: copy them whole. (0xE2 starts U+2028 and U+2029.)
+    let plain = |b: u8| b >= 0x20 && !matches!(b, b'"' | b'\\' | b'<' | b'>' | b'&' | 0xE2);
+    if s.bytes().all(plain) {
+        out.push_str(s);
+    } else {
+        write_go_json_escaped(s, out);
+    }
+    out.push('"');
+}
+
+/// The body of [`write_go_json_string`], escaped character by character.
+fn write_go_json_escaped(s: &str, out: &mut String) {
     for c in s.chars() {
         match c {
             '"' => out.push_str("\\\""),
@@ -161,7 +192,6 @@ fn write_go_json_string(s: &str, out: &mut String) {
             _ => out.push(c),
         }
     }
-    out.push('"');
 }
 
 /// Go's `strconv.Quote`.
@@ -215,7 +245,22 @@ fn go_is_print(c: char) -> bool {
 /// `time.Time.Format(time.RFC3339Nano)` of a UTC time: trailing zeros of the fraction are
 /// dropped, and the fraction with them when it is zero.
 pub(crate) fn go_rfc3339_nano(t: DateTime<Utc>) -> String {
-    let mut out = t.format("%Y-%m-%dT%H:%M:%S").to_string();
+    let mut out = String::with_capacity(30);
+    let year = t.year();
+    // chrono's own formatting for the rare cases (years beyond four digits, leap seconds).
+    if (0..=9999).contains(&year) && t.nanosecond() < 1_000_000_000 {
+        let _ = write!(
+            out,
+            "{year:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
+            t.month(),
+            t.day(),
+            t.hour(),
+            t.minute(),
+            t.second()
+        );
+    } else {
+        let _ = write!(out, "{}", t.format("%Y-%m-%dT%H:%M:%S"));
+    }
     let nanos = t.nanosecond() % 1_000_000_000;
     if nanos != 0 {
         let frac = format!("{nanos:09}");
@@ -285,6 +330,31 @@ mod tests {
             go_quote("é日本\u{200b}\u{10ffff}"),
             "\"é日本\\u200b\\U0010ffff\""
         );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn plain_strings_are_copied_as_escaping_would(s in "\\PC*|[a-z<>&\"\\\\\n\u{2028}é]*") {
+            let mut fast = String::new();
+            write_go_json_string(&s, &mut fast);
+            let mut slow = String::from("\"");
+            write_go_json_escaped(&s, &mut slow);
+            slow.push('"');
+            proptest::prop_assert_eq!(fast, slow);
+        }
+
+        #[test]
+        fn rfc3339_nano_matches_chrono(secs in -62_135_596_800i64..253_402_300_799, nanos in 0u32..1_000_000_000) {
+            let t = DateTime::from_timestamp(secs, nanos).expect("in range");
+            let mut want = t.format("%Y-%m-%dT%H:%M:%S").to_string();
+            let frac = format!("{nanos:09}");
+            if nanos != 0 {
+                want.push('.');
+                want.push_str(frac.trim_end_matches('0'));
+            }
+            want.push('Z');
+            proptest::prop_assert_eq!(go_rfc3339_nano(t), want);
+        }
     }
 
     #[test]

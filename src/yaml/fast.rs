@@ -7,6 +7,8 @@
 //! so whenever it answers, it answers what the full loader would. A differential test below
 //! holds it to that.
 
+use std::borrow::Cow;
+
 use serde_json::{Map, Value};
 use serde_saphyr::granit_parser::ScalarStyle;
 
@@ -85,8 +87,9 @@ fn ends_line(after: &str) -> bool {
 }
 
 enum KeyLine<'a> {
-    /// `key: rest` (rest may be empty or a comment).
-    Key(String, &'a str),
+    /// `key: rest` (rest may be empty or a comment). A plain key is borrowed, so telling
+    /// a key line apart costs no allocation.
+    Key(Cow<'a, str>, &'a str),
     /// Not a mapping entry (a scalar, or a sequence entry).
     NotKey,
     /// Outside the subset.
@@ -129,7 +132,7 @@ fn split_key(text: &str) -> KeyLine<'_> {
                     if key.ends_with(' ') || key == "<<" || resolve_plain(key) != Scalar::Str {
                         return KeyLine::GiveUp;
                     }
-                    return KeyLine::Key(key.to_owned(), text[i + 1..].trim_start_matches(' '));
+                    return KeyLine::Key(Cow::Borrowed(key), text[i + 1..].trim_start_matches(' '));
                 }
             }
             KeyLine::NotKey
@@ -138,7 +141,26 @@ fn split_key(text: &str) -> KeyLine<'_> {
 }
 
 /// A one-line quoted scalar at the start of `text`: its value and the text after it.
-fn quoted(text: &str) -> Option<(String, &str)> {
+/// Without escapes (the common case) the value is borrowed.
+fn quoted(text: &str) -> Option<(Cow<'_, str>, &str)> {
+    let (quote, escape) = match text.as_bytes().first() {
+        Some(b'\'') => (b'\'', b'\''),
+        Some(b'"') => (b'"', b'\\'),
+        _ => return None,
+    };
+    let body = &text[1..];
+    let end = body.bytes().position(|b| b == quote || b == escape)?;
+    // A closing quote, not `''` (an escaped single quote): no escapes in the value.
+    if body.as_bytes()[end] == quote
+        && !(quote == b'\'' && body.as_bytes().get(end + 1) == Some(&b'\''))
+    {
+        return Some((Cow::Borrowed(&body[..end]), &body[end + 1..]));
+    }
+    quoted_escaped(text).map(|(value, after)| (Cow::Owned(value), after))
+}
+
+/// [`quoted`] of a scalar with escapes.
+fn quoted_escaped(text: &str) -> Option<(String, &str)> {
     if let Some(body) = text.strip_prefix('\'') {
         let mut out = String::new();
         let mut chars = body.char_indices().peekable();
@@ -214,7 +236,7 @@ fn inline_value(text: &str) -> Option<Value> {
     match bytes.first()? {
         b'\'' | b'"' => {
             let (value, after) = quoted(text)?;
-            ends_line(after).then_some(Value::String(value))
+            ends_line(after).then(|| Value::String(value.into_owned()))
         }
         b'[' | b'{' => {
             let (empty, rest) = text.split_at(2.min(text.len()));
@@ -320,7 +342,7 @@ impl<'a> Block<'a> {
             } else {
                 inline_value(rest)?
             };
-            map.insert(key, value);
+            map.insert(key.into_owned(), value);
         }
         Some(Value::Object(map))
     }
