@@ -179,7 +179,7 @@ impl MemoryStore {
         key: &ObjectKey,
         patch_type: PatchType,
         subresource: Option<&str>,
-        data: &Value,
+        data: Value,
     ) -> Result<Written, ApiError> {
         let old = self
             .objects
@@ -197,7 +197,7 @@ impl MemoryStore {
                 let status = old.get("status").cloned().unwrap_or(Value::Null);
                 let view = Value::Object(Map::from_iter([("status".to_owned(), status)]));
                 let patched =
-                    patch::apply_owned(view, patch_type, data, &key.kind).map_err(invalid)?;
+                    patch::apply_owned_patch(view, patch_type, data, &key.kind).map_err(invalid)?;
                 let status = match patched {
                     Value::Object(mut map) => map.remove("status").filter(|s| !s.is_null()),
                     _ => None,
@@ -232,11 +232,11 @@ impl MemoryStore {
                 return Ok(self.store_version(key.clone(), new));
             }
             Some("status") => {
-                let patched = patch::apply(old, patch_type, data, &key.kind).map_err(invalid)?;
+                let patched = patch::apply(old, patch_type, &data, &key.kind).map_err(invalid)?;
                 status_write(old, &patched)
             }
             _ => {
-                let patched = patch::apply(old, patch_type, data, &key.kind).map_err(invalid)?;
+                let patched = patch::apply(old, patch_type, &data, &key.kind).map_err(invalid)?;
                 main_write(old, patched, key)
             }
         };
@@ -284,7 +284,7 @@ impl MemoryStore {
             }
             other => other,
         };
-        self.patch(&key, as_patch, subresource, &object)
+        self.patch(&key, as_patch, subresource, object)
     }
 
     /// DELETE an object. With `grace_period_seconds` `None`, a pod bound to a node is
@@ -625,7 +625,7 @@ mod tests {
                 &k,
                 PatchType::Merge,
                 Some("status"),
-                &json!({"status": {"phase": "Running"}, "spec": {"nodeName": "sneaky"}}),
+                json!({"status": {"phase": "Running"}, "spec": {"nodeName": "sneaky"}}),
             )
             .expect("patched");
         let Written::Stored { object, changed } = w else {
@@ -643,7 +643,7 @@ mod tests {
                 &k,
                 PatchType::Merge,
                 None,
-                &json!({"status": {"phase": "Failed"}, "metadata": {"labels": {"a": "b"}}}),
+                json!({"status": {"phase": "Failed"}, "metadata": {"labels": {"a": "b"}}}),
             )
             .expect("patched");
         let Written::Stored { object, .. } = w else {
@@ -661,7 +661,7 @@ mod tests {
                 &k,
                 PatchType::Merge,
                 None,
-                &json!({"metadata": {"labels": {"a": "b"}}}),
+                json!({"metadata": {"labels": {"a": "b"}}}),
             )
             .expect("patched");
         let Written::Stored { object, changed } = w else {
@@ -675,7 +675,7 @@ mod tests {
                 &k,
                 PatchType::Merge,
                 None,
-                &json!({"metadata": {"uid": "forged", "name": "b"}}),
+                json!({"metadata": {"uid": "forged", "name": "b"}}),
             )
             .expect("patched");
         let Written::Stored { object, changed } = w else {
@@ -694,7 +694,7 @@ mod tests {
                 &key(&p),
                 PatchType::Merge,
                 None,
-                &json!({"spec": {"nodeName": "n"}}),
+                json!({"spec": {"nodeName": "n"}}),
             )
             .expect("patched");
         let Written::Stored { object, .. } = w else {
@@ -733,7 +733,7 @@ mod tests {
                 &k,
                 PatchType::Merge,
                 None,
-                &json!({"metadata": {"deletionTimestamp": null}}),
+                json!({"metadata": {"deletionTimestamp": null}}),
             )
             .expect("patched");
         assert!(matches!(w, Written::Stored { changed: false, .. }));
@@ -743,7 +743,7 @@ mod tests {
                 &k,
                 PatchType::Json,
                 None,
-                &json!([{"op": "remove", "path": "/metadata/finalizers"}]),
+                json!([{"op": "remove", "path": "/metadata/finalizers"}]),
             )
             .expect("patched");
         assert!(matches!(w, Written::Removed(_)));

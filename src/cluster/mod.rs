@@ -33,15 +33,16 @@ pub enum WatchEvent {
     Restarted(Vec<Arc<Value>>),
 }
 
-/// One write of a patch.
-#[derive(Debug, Clone, Copy)]
+/// One write of a patch. The body is owned: an HTTP client serialises it, and the
+/// in-memory cluster moves its values into the object instead of copying them.
+#[derive(Debug, Clone)]
 pub struct PatchRequest<'a> {
     /// Content type.
     pub patch_type: PatchType,
     /// The subresource, `None` for the object itself.
     pub subresource: Option<&'a str>,
     /// The body.
-    pub data: &'a Value,
+    pub data: Value,
     /// The user to impersonate.
     pub as_user: Option<&'a str>,
 }

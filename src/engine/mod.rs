@@ -444,12 +444,15 @@ impl<C: Cluster> Engine<C> {
                     return;
                 }
             };
-            for action in &actions {
+            for action in actions {
                 let before = resource_version(&job.object).map(str::to_owned);
+                let kind = action.kind();
+                let is_patch = matches!(action, Action::Patch { .. });
+                let detail = self.journal.as_ref().map(|_| action.summary());
                 let changed = match self.send(&key, &job.object, action).await {
                     Ok(Sent::Object(object)) => {
                         let changed = resource_version(&object) != before.as_deref();
-                        if !changed && matches!(action, Action::Patch { .. }) {
+                        if !changed && is_patch {
                             Metrics::bump(&self.metrics.noops);
                         }
                         job.object = object;
@@ -466,10 +469,10 @@ impl<C: Cluster> Engine<C> {
                         return;
                     }
                 };
-                if self.journal.is_some() {
+                if let Some(detail) = detail {
                     done.push(Done {
-                        kind: action.kind(),
-                        detail: action.summary(),
+                        kind,
+                        detail,
                         changed,
                     });
                 }
@@ -499,7 +502,7 @@ impl<C: Cluster> Engine<C> {
         &self,
         key: &ObjectKey,
         object: &Value,
-        action: &Action,
+        action: Action,
     ) -> Result<Sent, ClusterError> {
         match action {
             Action::Event {
@@ -508,9 +511,9 @@ impl<C: Cluster> Engine<C> {
                 message,
             } => {
                 let event = EventRequest {
-                    event_type: event_type.clone(),
-                    reason: reason.clone(),
-                    message: message.clone(),
+                    event_type,
+                    reason,
+                    message,
                 };
                 self.cluster.event(key, &event).await?;
                 Metrics::bump(&self.metrics.events);
@@ -525,13 +528,13 @@ impl<C: Cluster> Engine<C> {
                 // No-op detection: a patch that would change nothing is not sent (where
                 // the cluster itself skips no-op writes, its answer tells the same).
                 if !self.cluster.cheap_noop_writes()
-                    && !patch::changes(object, *patch_type, data, &key.kind).unwrap_or(true)
+                    && !patch::changes(object, patch_type, &data, &key.kind).unwrap_or(true)
                 {
                     Metrics::bump(&self.metrics.noops);
                     return Ok(Sent::Nothing);
                 }
                 let request = PatchRequest {
-                    patch_type: *patch_type,
+                    patch_type,
                     subresource: subresource.as_deref(),
                     data,
                     as_user: impersonation.as_deref(),
@@ -549,8 +552,8 @@ impl<C: Cluster> Engine<C> {
                 let stored = self
                     .cluster
                     .apply(
-                        applied,
-                        *patch_type,
+                        &applied,
+                        patch_type,
                         subresource.as_deref(),
                         impersonation.as_deref(),
                     )

@@ -290,7 +290,7 @@ async fn an_object_updated_while_its_job_waits_runs_only_the_new_job() {
     let request = PatchRequest {
         patch_type: PatchType::Merge,
         subresource: None,
-        data: &label,
+        data: label,
         as_user: None,
     };
     w.cluster.user_patch(&key("p"), request).expect("patched");
