@@ -179,6 +179,9 @@ pub async fn run(
     engine.shutdown();
     for task in tasks {
         task.abort();
+        // Wait for the task to go, so the engine's cache no longer shares the objects
+        // and they can be taken out of the store without copying them.
+        let _ = task.await;
     }
     let end = tokio::time::Instant::now()
         .saturating_duration_since(origin)
@@ -198,6 +201,7 @@ pub async fn run(
         errors: m.dropped().values().sum(),
         faults: cluster.faults().injected_total(),
     };
+    drop(engine);
     Ok(Report {
         timeline: journal.take(),
         objects: cluster
