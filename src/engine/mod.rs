@@ -20,7 +20,7 @@ pub mod journal;
 pub mod metrics;
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, Weak};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -112,10 +112,20 @@ struct Busy {
     pending: Option<Job>,
 }
 
+/// The newest version seen of an object. Held weakly: the cluster's store (or the
+/// watch cache) keeps it alive, and a store that is the only holder of an object can
+/// write its next version without copying it.
+#[derive(Debug)]
+struct Seen {
+    resource_version: Option<String>,
+    object: Weak<Value>,
+}
+
 #[derive(Debug, Default)]
 struct Keys {
-    /// The newest version of every watched object (a reflector store).
-    latest: HashMap<ObjectKey, Arc<Value>>,
+    /// The newest version of every watched object. A dead `Weak` means a newer version
+    /// (or the deletion) is on its way as a watch event.
+    latest: HashMap<ObjectKey, Seen>,
     /// Objects with a Stage running or a retry waiting.
     busy: HashMap<ObjectKey, Busy>,
 }
@@ -267,8 +277,13 @@ impl<C: Cluster> Engine<C> {
         let objects: Vec<(ObjectKey, Arc<Value>)> = keys
             .latest
             .iter()
-            .filter(|(_, v)| ResourceRef::of(v).is_some_and(|r| affected.contains(&r)))
-            .map(|(k, v)| (k.clone(), v.clone()))
+            .filter(|(k, _)| {
+                affected.contains(&ResourceRef {
+                    api_group: k.api_version.clone(),
+                    kind: k.kind.clone(),
+                })
+            })
+            .filter_map(|(k, seen)| Some((k.clone(), seen.object.upgrade()?)))
             .collect();
         for (key, object) in objects {
             self.schedule(&mut keys, key, &object);
@@ -331,11 +346,15 @@ impl<C: Cluster> Engine<C> {
         let same = keys
             .latest
             .get(&key)
-            .is_some_and(|old| resource_version(old) == resource_version(&object));
+            .is_some_and(|old| old.resource_version.as_deref() == resource_version(&object));
         if same {
             return; // a version already seen (a relist or our own echo)
         }
-        keys.latest.insert(key.clone(), object.clone());
+        let seen = Seen {
+            resource_version: resource_version(&object).map(str::to_owned),
+            object: Arc::downgrade(&object),
+        };
+        keys.latest.insert(key.clone(), seen);
         if let Some(busy) = keys.busy.get_mut(&key) {
             busy.dirty = true;
             return;
@@ -406,7 +425,10 @@ impl<C: Cluster> Engine<C> {
         if job.step == 0 && job.attempt == 0 {
             // A fresh job renders the newest version; it is stale if that no longer
             // matches its Stage (a newer job replaces it, or none is due).
-            let latest = lock(&self.keys).latest.get(&key).cloned();
+            let latest = lock(&self.keys)
+                .latest
+                .get(&key)
+                .map(|seen| seen.object.upgrade().unwrap_or_else(|| job.object.clone()));
             let Some(latest) = latest else {
                 Metrics::bump(&self.metrics.stale);
                 self.finish(&key, Outcome::Gone);
@@ -449,7 +471,27 @@ impl<C: Cluster> Engine<C> {
                 let kind = action.kind();
                 let is_patch = matches!(action, Action::Patch { .. });
                 let detail = self.journal.as_ref().map(|_| action.summary());
-                let changed = match self.send(&key, &job.object, action).await {
+                // Where the cluster is in this process, let go of the object while writing
+                // it, so the store (then its only holder) can move it instead of copying.
+                let cheap = self.cluster.cheap_noop_writes();
+                let held = Arc::downgrade(&job.object);
+                if cheap {
+                    job.object = Arc::default();
+                }
+                let sent = self.send(&key, &job.object, action).await;
+                if cheap && matches!(sent, Ok(Sent::Nothing) | Err(_)) {
+                    match held.upgrade() {
+                        Some(object) => job.object = object,
+                        None => {
+                            // Changed or deleted by someone else meanwhile: a watch event
+                            // brings the news; this job is stale.
+                            Metrics::bump(&self.metrics.stale);
+                            self.finish(&key, Outcome::Dropped);
+                            return;
+                        }
+                    }
+                }
+                let changed = match sent {
                     Ok(Sent::Object(object)) => {
                         let changed = resource_version(&object) != before.as_deref();
                         if !changed && is_patch {
@@ -677,7 +719,7 @@ impl<C: Cluster> Engine<C> {
         let Some(busy) = keys.busy.remove(key) else {
             return; // deleted meanwhile
         };
-        let latest = keys.latest.get(key).cloned();
+        let latest = keys.latest.get(key).and_then(|seen| seen.object.upgrade());
         match (outcome, latest) {
             (_, None) | (Outcome::Gone, _) => {}
             (Outcome::Done { object, immediate }, Some(latest)) => {
