@@ -39,6 +39,8 @@ pub struct Config {
     pub faults: FaultSpec,
     /// Engine workers; with one, a run is reproducible byte for byte.
     pub workers: usize,
+    /// Record the timeline of Stages played (off when only the counters are wanted).
+    pub timeline: bool,
 }
 
 impl Default for Config {
@@ -51,6 +53,7 @@ impl Default for Config {
             max_transitions: 10_000_000,
             faults: FaultSpec::none(),
             workers: 1,
+            timeline: true,
         }
     }
 }
@@ -134,7 +137,7 @@ pub async fn run(
         workers: config.workers,
         seed: config.seed,
         clock,
-        journal: Some(journal.clone()),
+        journal: config.timeline.then(|| journal.clone()),
         ..EngineConfig::default()
     };
     let engine = Engine::new(cluster.clone(), stages, engine_config);

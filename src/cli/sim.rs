@@ -106,6 +106,7 @@ pub(super) fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
             max_transitions,
             faults,
             workers: workers as usize,
+            timeline: output != SimOutput::Summary,
         };
         anyhow::Ok(crate::sim::run(stages, clock, objects, config).await?)
     })?;
