@@ -116,23 +116,15 @@ impl MemoryStore {
             ));
         };
         for field in ["apiVersion", "kind"] {
-            if map
-                .get(field)
-                .is_none_or(|v| v.as_str().is_none_or(|s| s.is_empty()))
-            {
+            if text(map, field).is_empty() {
                 return Err(ApiError::BadRequest(format!("{field} is required")));
             }
         }
-        let api_version = str_of(map, "apiVersion");
-        let kind = str_of(map, "kind");
         let meta = map.entry("metadata").or_insert_with(|| json!({}));
         let Some(meta) = meta.as_object_mut() else {
             return Err(ApiError::BadRequest("metadata is not an object".into()));
         };
-        if meta
-            .get("name")
-            .is_none_or(|n| n.as_str().is_none_or(|s| s.is_empty()))
-        {
+        if text(meta, "name").is_empty() {
             match meta.get("generateName").and_then(Value::as_str) {
                 Some(prefix) if !prefix.is_empty() => {
                     let name = format!("{prefix}{}", generated_suffix(self.uids + 1));
@@ -141,14 +133,7 @@ impl MemoryStore {
                 _ => return Err(ApiError::Invalid("metadata.name: Required value".into())),
             }
         }
-        if is_cluster_scoped(&api_version, &kind) {
-            meta.remove("namespace");
-        } else if meta
-            .get("namespace")
-            .is_none_or(|n| n.as_str().is_none_or(|s| s.is_empty()))
-        {
-            meta.insert("namespace".into(), json!("default"));
-        }
+        default_namespace(&mut object);
         let key = ObjectKey::of(&object)
             .ok_or_else(|| ApiError::BadRequest("object has no name".into()))?;
         if self.objects.contains_key(&key) {
@@ -253,16 +238,7 @@ impl MemoryStore {
         subresource: Option<&str>,
     ) -> Result<Written, ApiError> {
         let mut object = object.clone();
-        let api_version = object_str(&object, "apiVersion");
-        let kind = object_str(&object, "kind");
-        if !is_cluster_scoped(&api_version, &kind)
-            && let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut)
-            && meta
-                .get("namespace")
-                .is_none_or(|n| n.as_str().is_none_or(|s| s.is_empty()))
-        {
-            meta.insert("namespace".into(), json!("default"));
-        }
+        default_namespace(&mut object);
         let key = ObjectKey::of(&object).ok_or_else(|| {
             ApiError::BadRequest("applied object has no apiVersion, kind or name".into())
         })?;
@@ -417,19 +393,26 @@ enum Enforce {
     ServerWrite,
 }
 
-fn str_of(map: &Map<String, Value>, field: &str) -> String {
-    map.get(field)
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_owned()
+/// A string field of a map; `""` when missing or not a string.
+fn text<'a>(map: &'a Map<String, Value>, field: &str) -> &'a str {
+    map.get(field).and_then(Value::as_str).unwrap_or("")
 }
 
-fn object_str(object: &Value, field: &str) -> String {
-    object
-        .get(field)
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_owned()
+/// What the API server does with `metadata.namespace`: dropped for cluster-scoped kinds,
+/// `default` when a namespaced object has none.
+fn default_namespace(object: &mut Value) {
+    let Some(map) = object.as_object_mut() else {
+        return;
+    };
+    let cluster_scoped = is_cluster_scoped(text(map, "apiVersion"), text(map, "kind"));
+    let Some(meta) = map.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    if cluster_scoped {
+        meta.remove("namespace");
+    } else if text(meta, "namespace").is_empty() {
+        meta.insert("namespace".into(), json!("default"));
+    }
 }
 
 /// A status write keeps everything of the stored object but its status (and labels and
