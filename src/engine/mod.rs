@@ -720,23 +720,27 @@ impl<C: Cluster> Engine<C> {
             return; // deleted meanwhile
         };
         let latest = keys.latest.get(key).and_then(|seen| seen.object.upgrade());
-        match (outcome, latest) {
-            (_, None) | (Outcome::Gone, _) => {}
-            (Outcome::Done { object, immediate }, Some(latest)) => {
-                if busy.dirty {
-                    self.schedule(&mut keys, key.clone(), &latest);
-                } else if immediate {
-                    self.schedule(&mut keys, key.clone(), &object);
-                } else if let Some(pending) = busy.pending {
-                    let lane = pending.lane();
-                    self.queue.add(key.clone(), pending, lane, Duration::ZERO);
-                }
+        // What to match next, newest first: a version that arrived while the Stage ran,
+        // the object an `immediateNextStage` Stage wrote, or a job popped meanwhile.
+        let next = match (outcome, latest) {
+            (Outcome::Gone, _) | (_, None) => None,
+            (_, Some(latest)) if busy.dirty => Some(latest),
+            (
+                Outcome::Done {
+                    object,
+                    immediate: true,
+                },
+                _,
+            ) => Some(object),
+            _ => None,
+        };
+        match (next, busy.pending) {
+            (Some(object), _) => self.schedule(&mut keys, key.clone(), &object),
+            (None, Some(pending)) => {
+                let lane = pending.lane();
+                self.queue.add(key.clone(), pending, lane, Duration::ZERO);
             }
-            (Outcome::Dropped, Some(latest)) => {
-                if busy.dirty {
-                    self.schedule(&mut keys, key.clone(), &latest);
-                }
-            }
+            (None, None) => {}
         }
     }
 }
