@@ -18,6 +18,17 @@ fn tempdir(tag: &str) -> std::path::PathBuf {
     dir
 }
 
+/// Run a `kstage` command that must fail with exit code 1; its stderr must name every
+/// `needle`.
+fn fails_naming(args: &[&str], needles: &[&str]) {
+    let out = kstage(args);
+    assert_eq!(out.status.code(), Some(1), "kstage {args:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    for needle in needles {
+        assert!(err.contains(needle), "missing {needle:?} in:\n{err}");
+    }
+}
+
 const POD: &str = "apiVersion: v1
 kind: Pod
 metadata:
@@ -140,16 +151,16 @@ fn same_seed_same_output_byte_for_byte() {
 
 #[test]
 fn unknown_file_is_a_clear_error() {
-    let out = kstage(&[
-        "sim",
-        "--stages",
-        "examples/stages",
-        "--objects",
-        "no/such/file.yaml",
-    ]);
-    assert_eq!(out.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("no/such/file.yaml"), "{err}");
+    fails_naming(
+        &[
+            "sim",
+            "--stages",
+            "examples/stages",
+            "--objects",
+            "no/such/file.yaml",
+        ],
+        &["no/such/file.yaml"],
+    );
 }
 
 #[test]
@@ -160,10 +171,10 @@ fn invalid_yaml_names_the_file() {
         "bad.yaml",
         "apiVersion: v1\nkind: Pod\nmetadata: [unclosed\n",
     );
-    let out = kstage(&["sim", "--stages", "examples/stages", "--objects", &bad]);
-    assert_eq!(out.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("bad.yaml"), "{err}");
+    fails_naming(
+        &["sim", "--stages", "examples/stages", "--objects", &bad],
+        &["bad.yaml"],
+    );
 }
 
 #[test]
@@ -188,13 +199,9 @@ spec:
 ",
     );
     let pod = write(&dir, "pod.yaml", POD);
-    let out = kstage(&["sim", "--stages", &stage, "--objects", &pod]);
-    assert_eq!(out.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("broken"), "{err}");
-    assert!(
-        err.contains("spec.selector.matchExpressions[0].operator"),
-        "{err}"
+    fails_naming(
+        &["sim", "--stages", &stage, "--objects", &pod],
+        &["broken", "spec.selector.matchExpressions[0].operator"],
     );
 }
 
@@ -206,10 +213,10 @@ fn object_without_a_name_is_rejected() {
         "obj.yaml",
         "apiVersion: v1\nkind: Pod\nmetadata: {}\n",
     );
-    let out = kstage(&["sim", "--stages", "examples/stages", "--objects", &obj]);
-    assert_eq!(out.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("obj.yaml#0"), "{err}");
+    fails_naming(
+        &["sim", "--stages", "examples/stages", "--objects", &obj],
+        &["obj.yaml#0"],
+    );
 }
 
 #[test]
