@@ -16,6 +16,7 @@
 //! - [`queue`]: the weighted delaying queue between matching and the workers.
 //! - [`action`]: what one step of a Stage sends for one object.
 //! - [`retry`]: failure classification and backoff.
+//! - [`plugin`]: the WebAssembly host for the selector, renderer and classifier plugins.
 //! - [`cluster`]: the API boundary; [`cluster::memory`] is the in-memory store.
 //! - [`sim`]: deterministic simulation; [`explain`]: `kstage stage explain`.
 //! - [`clock`], [`rng`]: injected time and randomness; [`cli`]: the command line.
@@ -28,6 +29,7 @@ pub mod queue;
 pub mod action;
 pub mod patch;
 pub mod retry;
+pub mod plugin;
 pub mod cluster;
 pub mod engine;
 pub mod sim;

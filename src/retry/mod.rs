@@ -28,6 +28,9 @@ pub enum FailureKind {
     Template,
     /// A jq or CEL expression failed.
     Expression,
+    /// A plugin failed (trap, timeout, memory limit, malformed output) and its failure
+    /// policy is `fail`.
+    Plugin,
     /// Anything else.
     Other,
 }
@@ -43,6 +46,7 @@ impl FailureKind {
             FailureKind::Http => "http",
             FailureKind::Template => "template",
             FailureKind::Expression => "expression",
+            FailureKind::Plugin => "plugin",
             FailureKind::Other => "other",
         }
     }
@@ -122,7 +126,8 @@ impl Classifier for BuiltinClassifier {
             | FailureKind::Eof
             | FailureKind::Timeout => retry(),
             FailureKind::Template | FailureKind::Expression => Decision::Drop { warn: true },
-            FailureKind::Other => Decision::Backoff,
+            // A plugin that trapped or timed out may be fixed by a hot swap: keep trying.
+            FailureKind::Other | FailureKind::Plugin => Decision::Backoff,
             FailureKind::Http => match failure.status {
                 Some(409) => Decision::Refresh,
                 Some(404 | 410) => Decision::Drop { warn: false },

@@ -3,7 +3,9 @@
 
 mod cli;
 mod engine;
+mod fixtures;
 mod golden;
+mod plugin;
 mod sim;
 
 use std::path::PathBuf;

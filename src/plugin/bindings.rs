@@ -1,0 +1,15 @@
+//! Rust bindings generated from `wit/kstage-plugin.wit`.
+//!
+//! One world (`stage-plugin`) is generated because it holds every interface; a plugin
+//! that exports only some capabilities is driven through the per-interface
+//! `GuestIndices`, which look up only the interface they serve.
+
+wasmtime::component::bindgen!({
+    path: "wit",
+    world: "stage-plugin",
+    additional_derives: [PartialEq, Eq],
+});
+
+pub use exports::kstage::plugin::{classifier, metadata, renderer, selector};
+pub use kstage::plugin::host;
+pub use kstage::plugin::types;

@@ -1,0 +1,78 @@
+//! What can go wrong with a plugin, as data: every error names the plugin, the export and
+//! the cause, so a log line or a `kstage plugin check` report says what to fix.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// A call into a plugin that did not produce a usable answer.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("plugin {plugin}: {export}: {cause}")]
+pub struct CallError {
+    /// The plugin's configured name.
+    pub plugin: String,
+    /// The export called (`selector.select`, ...).
+    pub export: &'static str,
+    /// Why.
+    pub cause: Cause,
+}
+
+/// Why a call failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Cause {
+    /// The call ran past its deadline and was interrupted.
+    #[error("timed out after {0:?}")]
+    Timeout(Duration),
+    /// The plugin tried to grow its memory past its limit.
+    #[error("out of memory (limit {limit} bytes)")]
+    OutOfMemory {
+        /// The limit, in bytes.
+        limit: u64,
+    },
+    /// The plugin trapped (a panic, `unreachable`, an out-of-bounds access ...).
+    #[error("trapped: {0}")]
+    Trap(String),
+    /// The plugin answered something kstage cannot use.
+    #[error("malformed output: {0}")]
+    Malformed(String),
+    /// The plugin answered with an error of its own.
+    #[error("returned an error: {0}")]
+    Guest(String),
+    /// The plugin does not export this capability.
+    #[error("not exported by the plugin")]
+    Missing,
+}
+
+impl Cause {
+    /// A stable lower-case name, for metrics.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Cause::Timeout(_) => "timeout",
+            Cause::OutOfMemory { .. } => "out-of-memory",
+            Cause::Trap(_) => "trap",
+            Cause::Malformed(_) => "malformed",
+            Cause::Guest(_) => "guest-error",
+            Cause::Missing => "missing",
+        }
+    }
+
+    /// Whether the instance that produced this may serve another call. A trap, a timeout
+    /// or a memory overrun leaves the instance in an unknown state: it is discarded.
+    pub fn poisons(&self) -> bool {
+        matches!(
+            self,
+            Cause::Timeout(_) | Cause::OutOfMemory { .. } | Cause::Trap(_)
+        )
+    }
+}
+
+/// A plugin file that cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[error("plugin {plugin} ({}): {problem}", path.display())]
+pub struct LoadError {
+    /// The plugin's configured name.
+    pub plugin: String,
+    /// Where it was read from.
+    pub path: PathBuf,
+    /// What is wrong with it.
+    pub problem: String,
+}

@@ -1,0 +1,251 @@
+//! The plugin host against WAT fixtures: loading and validation, each capability's
+//! marshalling, limits (deadline, memory, traps) and what happens after them.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use kstage::clock::SystemClock;
+use kstage::plugin::runtime::TICK;
+use kstage::plugin::types::{Candidate, Decision, Failure, FailureKind};
+use kstage::plugin::{Capability, Cause, HostEnv, Plugin, Runtime, Settings};
+use kstage::rng::Rng;
+
+use crate::fixtures::{Classify, Fixture, Select};
+
+fn runtime() -> Arc<Runtime> {
+    static RUNTIME: OnceLock<Arc<Runtime>> = OnceLock::new();
+    RUNTIME
+        .get_or_init(|| Runtime::new().expect("the plugin runtime starts"))
+        .clone()
+}
+
+pub fn env(name: &str) -> HostEnv {
+    HostEnv {
+        plugin: name.into(),
+        clock: Arc::new(SystemClock),
+        rng: Arc::new(Mutex::new(Rng::seeded(1))),
+    }
+}
+
+fn load_with(fixture: &Fixture, settings: Settings) -> Result<Arc<Plugin>, String> {
+    Plugin::load(
+        &runtime(),
+        "fixture",
+        Path::new("fixture.wasm"),
+        &fixture.build(),
+        settings,
+        env("fixture"),
+    )
+    .map_err(|e| e.to_string())
+}
+
+fn load(fixture: &Fixture) -> Arc<Plugin> {
+    load_with(fixture, Settings::default()).expect("the fixture loads")
+}
+
+fn failure(status: Option<u16>, attempt: u32) -> Failure {
+    Failure {
+        kind: FailureKind::Http,
+        status,
+        reason: None,
+        message: "boom".to_owned(),
+        retry_after_ms: None,
+        stage: "pod-ready".to_owned(),
+        step: 1,
+        attempt,
+        object: "{}".to_owned(),
+    }
+}
+
+#[test]
+fn metadata_and_capabilities_are_read_at_load() {
+    let plugin = load(&Fixture::classifier(Classify::Policy));
+    assert_eq!(plugin.info().name, "fixture");
+    assert_eq!(plugin.info().version, "1.0.0");
+    assert_eq!(plugin.info().interface_version, "0.1.0");
+    assert_eq!(plugin.capabilities(), &[Capability::Classifier]);
+    // The fixture calls no host function, so it imports nothing, WASI least of all.
+    assert!(!plugin.imports().iter().any(|i| i.starts_with("wasi:")));
+    assert_eq!(plugin.digest().len(), 64);
+    plugin.validate().expect("a well-behaved plugin validates");
+}
+
+#[test]
+fn classify_sees_the_failure_fields() {
+    let plugin = load(&Fixture::classifier(Classify::Policy));
+    assert_eq!(
+        plugin.classify(&failure(Some(429), 0)).expect("classifies"),
+        Decision::RetryAfter(1234)
+    );
+    assert_eq!(
+        plugin.classify(&failure(Some(500), 0)).expect("classifies"),
+        Decision::Backoff
+    );
+    assert_eq!(
+        plugin.classify(&failure(Some(500), 2)).expect("classifies"),
+        Decision::Drop(true)
+    );
+    // Many calls on warm instances: the guest heap is reset after each call.
+    for attempt in 0..2000 {
+        plugin.classify(&failure(None, attempt % 2)).expect("classifies");
+    }
+    assert_eq!(plugin.stats(Capability::Classifier).calls.load(std::sync::atomic::Ordering::Relaxed), 2003);
+}
+
+#[test]
+fn select_gets_candidates_and_may_override_the_delay() {
+    let plugin = load(&Fixture {
+        select: Some(Select::Last),
+        ..Fixture::default()
+    });
+    let candidates: Vec<Candidate> = ["a", "bb", "ccc"]
+        .iter()
+        .map(|name| Candidate {
+            name: (*name).to_owned(),
+            weight: 1,
+            delay_ms: None,
+        })
+        .collect();
+    let chosen = plugin
+        .select(&"{}".to_owned(), &candidates)
+        .expect("selects")
+        .expect("chooses one");
+    assert_eq!(chosen.stage, "ccc");
+    assert_eq!(chosen.delay_ms, Some(7000));
+}
+
+#[test]
+fn a_selection_outside_the_candidates_is_malformed() {
+    let plugin = load(&Fixture {
+        select: Some(Select::Stranger),
+        ..Fixture::default()
+    });
+    let candidates = [Candidate {
+        name: "a".to_owned(),
+        weight: 0,
+        delay_ms: None,
+    }];
+    let error = plugin
+        .select(&"{}".to_owned(), &candidates)
+        .expect_err("a stranger is refused");
+    assert!(matches!(error.cause, Cause::Malformed(_)), "{error}");
+    assert!(error.to_string().contains("\"nope\""), "{error}");
+    // Validation's smoke call catches it before the plugin is used.
+    assert!(plugin.validate().is_err());
+}
+
+#[test]
+fn render_passes_strings_both_ways() {
+    let plugin = load(&Fixture {
+        render: true,
+        ..Fixture::default()
+    });
+    let template = r#"{"status":{"phase":"Running"}}"#;
+    let out = plugin
+        .render("pod-ready", template, &"{}".to_owned())
+        .expect("renders");
+    assert_eq!(out, template);
+}
+
+#[test]
+fn an_endless_call_is_interrupted_at_its_deadline() {
+    let timeout = Duration::from_millis(50);
+    let plugin = load_with(
+        &Fixture::classifier(Classify::Loop),
+        Settings {
+            timeout,
+            ..Settings::default()
+        },
+    )
+    .expect("loads");
+    let start = Instant::now();
+    let error = plugin.classify(&failure(None, 0)).expect_err("interrupted");
+    let took = start.elapsed();
+    assert_eq!(error.cause, Cause::Timeout(timeout));
+    assert!(took >= timeout, "interrupted early: {took:?}");
+    // Deadline plus one tick, with generous room for a loaded machine's scheduler.
+    assert!(took < timeout + TICK + Duration::from_secs(2), "took {took:?}");
+    assert!(error.to_string().contains("plugin fixture: classifier.classify: timed out"));
+}
+
+#[test]
+fn memory_past_the_limit_traps_as_out_of_memory() {
+    let plugin = load_with(
+        &Fixture::classifier(Classify::Hog),
+        Settings {
+            memory: 4 << 20,
+            ..Settings::default()
+        },
+    )
+    .expect("loads");
+    let error = plugin.classify(&failure(None, 0)).expect_err("refused");
+    assert_eq!(error.cause, Cause::OutOfMemory { limit: 4 << 20 });
+}
+
+#[test]
+fn a_trap_discards_the_instance_and_the_plugin_keeps_serving() {
+    let plugin = load(&Fixture::classifier(Classify::Trap));
+    for _ in 0..3 {
+        let error = plugin.classify(&failure(None, 0)).expect_err("traps");
+        assert!(matches!(error.cause, Cause::Trap(_)), "{error}");
+    }
+    assert!(plugin.validate().is_err(), "a trapping plugin fails validation");
+    // Every call after a trap gets a fresh instance: metadata still answers.
+    assert_eq!(plugin.ping().expect("answers").name, "fixture");
+}
+
+#[test]
+fn a_plugin_for_another_interface_version_is_rejected() {
+    let error = load_with(
+        &Fixture {
+            interface_version: "0.2.0",
+            ..Fixture::classifier(Classify::Policy)
+        },
+        Settings::default(),
+    )
+    .expect_err("rejected");
+    assert!(error.contains("interface \"0.2.0\""), "{error}");
+}
+
+#[test]
+fn a_core_module_or_garbage_is_rejected_with_the_reason() {
+    let core = wat::parse_str("(module)").expect("parses");
+    let error = Plugin::load(
+        &runtime(),
+        "core",
+        Path::new("core.wasm"),
+        &core,
+        Settings::default(),
+        env("core"),
+    )
+    .expect_err("a core module is not a plugin");
+    assert!(error.to_string().contains("wasm-tools component new"), "{error}");
+    let error = Plugin::load(
+        &runtime(),
+        "junk",
+        Path::new("junk.wasm"),
+        b"not wasm at all",
+        Settings::default(),
+        env("junk"),
+    )
+    .expect_err("junk is not a plugin");
+    assert!(error.to_string().contains("plugin junk (junk.wasm): not a valid component"), "{error}");
+}
+
+#[test]
+fn the_same_bytes_compile_once() {
+    let bytes = Fixture {
+        select: Some(Select::Stranger),
+        render: true,
+        ..Fixture::default()
+    }
+    .build();
+    let digest = kstage::plugin::runtime::digest(&bytes);
+    assert!(!runtime().is_cached(&digest));
+    let (first, _) = runtime().compile(&bytes).expect("compiles");
+    assert_eq!(first, digest);
+    assert!(runtime().is_cached(&digest));
+    let (second, _) = runtime().compile(&bytes).expect("cached");
+    assert_eq!(first, second);
+}
