@@ -5,7 +5,9 @@
 
 mod duration;
 mod explain;
+mod bench_plugin;
 mod lint;
+mod plugin;
 mod sim;
 
 use std::path::PathBuf;
@@ -35,6 +37,9 @@ pub enum Command {
     Stage(StageCommand),
     /// Simulate Stages over objects on a virtual clock, deterministically.
     Sim(sim::SimArgs),
+    /// Check, call and time WebAssembly plugins.
+    #[command(subcommand)]
+    Plugin(plugin::PluginCommand),
 }
 
 /// `kstage stage ...`.
@@ -73,6 +78,7 @@ pub fn main() -> ExitCode {
         Command::Stage(StageCommand::Explain(a)) => explain::run(a),
         Command::Stage(StageCommand::Lint(a)) => lint::run(a),
         Command::Sim(a) => sim::run(a),
+        Command::Plugin(c) => plugin::run(c),
     };
     match result {
         Ok(code) => code,

@@ -13,11 +13,11 @@ use serde::Serialize;
 use wasmtime::component::{Component, InstancePre};
 use wasmtime::{Store, Trap};
 
+use super::Capability;
 use super::bindings::{classifier, metadata, renderer, selector, types};
-use super::error::{Cause, CallError, LoadError};
+use super::error::{CallError, Cause, LoadError};
 use super::host::{Grants, HostEnv, State};
 use super::runtime::{DigestHex, Runtime, TICK};
-use super::Capability;
 
 /// The interface version this kstage speaks.
 pub const INTERFACE_VERSION: &str = "0.1.0";
@@ -145,7 +145,10 @@ impl Plugin {
         let (digest, component) = runtime.compile(bytes).map_err(problem)?;
         let exports = export_names(runtime, &component);
         let imports = import_names(runtime, &component);
-        if !exports.iter().any(|e| e == &export_name(Capability::Metadata)) {
+        if !exports
+            .iter()
+            .any(|e| e == &export_name(Capability::Metadata))
+        {
             let other = exports
                 .iter()
                 .find(|e| e.starts_with("kstage:plugin/metadata@"));
@@ -206,13 +209,13 @@ impl Plugin {
             idle: Mutex::new(Vec::new()),
             stats: Default::default(),
         };
-        let info = plugin
-            .ping()
-            .map_err(|e| problem(e.cause.to_string()))?;
+        let info = plugin.ping().map_err(|e| problem(e.cause.to_string()))?;
         let compatible = info
             .interface_version
             .rsplit_once('.')
-            .is_some_and(|(major_minor, _)| INTERFACE_VERSION.starts_with(&format!("{major_minor}.")));
+            .is_some_and(|(major_minor, _)| {
+                INTERFACE_VERSION.starts_with(&format!("{major_minor}."))
+            });
         if !compatible {
             return Err(problem(format!(
                 "metadata.info says it was built for interface {:?}; this kstage speaks {INTERFACE_VERSION}",
@@ -326,7 +329,9 @@ impl Plugin {
         candidates: &[types::Candidate],
     ) -> Result<Option<types::Selection>, CallError> {
         let answer = self.call(Capability::Selector, |warm| match &warm.selector {
-            Some(guest) => guest.call_select(&mut warm.store, object, candidates).map(Some),
+            Some(guest) => guest
+                .call_select(&mut warm.store, object, candidates)
+                .map(Some),
             None => Ok(None),
         })?;
         let answer = answer.ok_or_else(|| self.error(Capability::Selector, Cause::Missing))?;
@@ -348,7 +353,12 @@ impl Plugin {
     }
 
     /// `renderer.render`: the rendered JSON text.
-    pub fn render(&self, stage: &str, template: &str, object: &String) -> Result<String, CallError> {
+    pub fn render(
+        &self,
+        stage: &str,
+        template: &str,
+        object: &String,
+    ) -> Result<String, CallError> {
         let answer = self.call(Capability::Renderer, |warm| match &warm.renderer {
             Some(guest) => guest
                 .call_render(&mut warm.store, stage, template, object)
@@ -436,7 +446,11 @@ impl Plugin {
         if let Some(warm) = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop() {
             return Ok(warm);
         }
-        let state = State::new(self.env.clone(), self.settings.memory, &self.settings.grants);
+        let state = State::new(
+            self.env.clone(),
+            self.settings.memory,
+            &self.settings.grants,
+        );
         let mut store = Store::new(self.runtime.engine(), state);
         store.limiter(|state| &mut state.limits);
         store.epoch_deadline_trap();
@@ -446,7 +460,8 @@ impl Plugin {
             .pre
             .instantiate(&mut store)
             .map_err(|e| self.error(capability, self.cause(&store, &e)))?;
-        let malformed = |e: wasmtime::Error| self.error(capability, Cause::Malformed(first_line(&e)));
+        let malformed =
+            |e: wasmtime::Error| self.error(capability, Cause::Malformed(first_line(&e)));
         let indices = &self.indices;
         Ok(Warm {
             metadata: indices

@@ -14,6 +14,7 @@
 //! - [`error`]: call and load errors as data.
 
 mod bindings;
+pub mod convert;
 pub mod error;
 pub mod host;
 pub mod loaded;

@@ -128,12 +128,14 @@ impl Runtime {
             return Ok((digest, component.clone()));
         }
         if wasmparser_is_core_module(bytes) {
-            return Err("this is a core WebAssembly module, not a component: turn it into one \
+            return Err(
+                "this is a core WebAssembly module, not a component: turn it into one \
                  with `wasm-tools component new` (see plugins/README.md)"
-                .to_owned());
+                    .to_owned(),
+            );
         }
-        let component =
-            Component::new(&self.engine, bytes).map_err(|e| format!("not a valid component: {e:#}"))?;
+        let component = Component::new(&self.engine, bytes)
+            .map_err(|e| format!("not a valid component: {e:#}"))?;
         self.compiled
             .lock()
             .unwrap_or_else(|e| e.into_inner())

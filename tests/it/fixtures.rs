@@ -197,7 +197,11 @@ impl Fixture {
             "package kstage:fixture;\nworld fixture {{\n  import kstage:plugin/host@0.1.0;\n{}\n}}\n",
             exports
                 .iter()
-                .map(|e| format!("  {}", e.replace("export ", "export kstage:plugin/").replace(';', "@0.1.0;")))
+                .map(|e| format!(
+                    "  {}",
+                    e.replace("export ", "export kstage:plugin/")
+                        .replace(';', "@0.1.0;")
+                ))
                 .collect::<Vec<_>>()
                 .join("\n")
         );

@@ -88,9 +88,17 @@ fn classify_sees_the_failure_fields() {
     );
     // Many calls on warm instances: the guest heap is reset after each call.
     for attempt in 0..2000 {
-        plugin.classify(&failure(None, attempt % 2)).expect("classifies");
+        plugin
+            .classify(&failure(None, attempt % 2))
+            .expect("classifies");
     }
-    assert_eq!(plugin.stats(Capability::Classifier).calls.load(std::sync::atomic::Ordering::Relaxed), 2003);
+    assert_eq!(
+        plugin
+            .stats(Capability::Classifier)
+            .calls
+            .load(std::sync::atomic::Ordering::Relaxed),
+        2003
+    );
 }
 
 #[test]
@@ -165,8 +173,15 @@ fn an_endless_call_is_interrupted_at_its_deadline() {
     assert_eq!(error.cause, Cause::Timeout(timeout));
     assert!(took >= timeout, "interrupted early: {took:?}");
     // Deadline plus one tick, with generous room for a loaded machine's scheduler.
-    assert!(took < timeout + TICK + Duration::from_secs(2), "took {took:?}");
-    assert!(error.to_string().contains("plugin fixture: classifier.classify: timed out"));
+    assert!(
+        took < timeout + TICK + Duration::from_secs(2),
+        "took {took:?}"
+    );
+    assert!(
+        error
+            .to_string()
+            .contains("plugin fixture: classifier.classify: timed out")
+    );
 }
 
 #[test]
@@ -190,7 +205,10 @@ fn a_trap_discards_the_instance_and_the_plugin_keeps_serving() {
         let error = plugin.classify(&failure(None, 0)).expect_err("traps");
         assert!(matches!(error.cause, Cause::Trap(_)), "{error}");
     }
-    assert!(plugin.validate().is_err(), "a trapping plugin fails validation");
+    assert!(
+        plugin.validate().is_err(),
+        "a trapping plugin fails validation"
+    );
     // Every call after a trap gets a fresh instance: metadata still answers.
     assert_eq!(plugin.ping().expect("answers").name, "fixture");
 }
@@ -220,7 +238,10 @@ fn a_core_module_or_garbage_is_rejected_with_the_reason() {
         env("core"),
     )
     .expect_err("a core module is not a plugin");
-    assert!(error.to_string().contains("wasm-tools component new"), "{error}");
+    assert!(
+        error.to_string().contains("wasm-tools component new"),
+        "{error}"
+    );
     let error = Plugin::load(
         &runtime(),
         "junk",
@@ -230,7 +251,12 @@ fn a_core_module_or_garbage_is_rejected_with_the_reason() {
         env("junk"),
     )
     .expect_err("junk is not a plugin");
-    assert!(error.to_string().contains("plugin junk (junk.wasm): not a valid component"), "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains("plugin junk (junk.wasm): not a valid component"),
+        "{error}"
+    );
 }
 
 #[test]
