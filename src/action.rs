@@ -6,9 +6,9 @@
 
 use serde_json::{Value, json};
 
+use crate::decide::{RenderError, StepRenderer};
 use crate::patch::{self, PatchError, PatchType};
 use crate::stage::{Stage, Step};
-use crate::template::TemplateError;
 
 /// One request a step sends.
 #[derive(Debug, Clone, PartialEq)]
@@ -105,7 +105,8 @@ pub enum Typing {
 /// A step that could not be rendered.
 #[derive(Debug, thiserror::Error)]
 pub enum StepError {
-    /// The template failed to render or its output is not YAML/JSON.
+    /// The template failed to render or its output is not YAML/JSON, or the renderer
+    /// plugin failed.
     #[error("step {step} ({kind}): {source}")]
     Template {
         /// The step index.
@@ -114,7 +115,7 @@ pub enum StepError {
         kind: &'static str,
         /// The cause.
         #[source]
-        source: Box<TemplateError>,
+        source: Box<RenderError>,
     },
     /// The rendered patch is malformed (e.g. a JSON patch that is not a list).
     #[error("step {step} ({kind}): {source}")]
@@ -138,6 +139,11 @@ pub enum StepError {
 }
 
 impl StepError {
+    /// Whether a plugin (not the Stage) failed.
+    pub fn is_plugin(&self) -> bool {
+        matches!(self, StepError::Template { source, .. } if matches!(**source, RenderError::Plugin(_)))
+    }
+
     /// The index of the step that failed.
     pub fn step(&self) -> usize {
         match self {
@@ -155,6 +161,7 @@ pub fn step_actions(
     index: usize,
     object: &Value,
     typing: Typing,
+    renderer: &dyn StepRenderer,
 ) -> Result<Vec<Action>, StepError> {
     let Some(step) = stage.steps.get(index) else {
         return Ok(Vec::new());
@@ -181,7 +188,7 @@ pub fn step_actions(
         }
         Step::Delete => vec![Action::Delete],
         Step::Patch(p) => {
-            let rendered = render(&p.template, object, index, kind)?;
+            let rendered = render(renderer, stage, &p.template, object, index, kind)?;
             let patch_type = p.patch_type.unwrap_or_else(|| default_type(stage, typing));
             let data =
                 patch::wrap_root(p.root.as_deref(), patch_type, rendered).map_err(|source| {
@@ -199,7 +206,7 @@ pub fn step_actions(
             }]
         }
         Step::Apply(a) => {
-            let mut rendered = render(&a.template, object, index, kind)?;
+            let mut rendered = render(renderer, stage, &a.template, object, index, kind)?;
             let Some(map) = rendered.as_object_mut() else {
                 return Err(StepError::NotAnObject {
                     step: index,
@@ -237,13 +244,15 @@ pub fn step_actions(
 }
 
 fn render(
+    renderer: &dyn StepRenderer,
+    stage: &Stage,
     template: &crate::template::Template,
     object: &Value,
     step: usize,
     kind: &'static str,
 ) -> Result<Value, StepError> {
-    template
-        .render_json(object)
+    renderer
+        .render(stage, template, object)
         .map_err(|source| StepError::Template {
             step,
             kind,
@@ -258,6 +267,7 @@ pub fn stage_actions(
     stage: &Stage,
     object: &Value,
     typing: Typing,
+    renderer: &dyn StepRenderer,
 ) -> Result<Vec<(usize, Action)>, StepError> {
     let mut out = Vec::new();
     let mut deleted = false;
@@ -265,7 +275,7 @@ pub fn stage_actions(
         if deleted && !matches!(step, Step::Event(_)) {
             continue;
         }
-        for action in step_actions(stage, index, object, typing)? {
+        for action in step_actions(stage, index, object, typing, renderer)? {
             deleted |= matches!(action, Action::Delete);
             out.push((index, action));
         }

@@ -88,7 +88,7 @@ pub fn explain(
         stages: Vec::new(),
     };
     for stage in stages.possible(object) {
-        let actions = action::stage_actions(stage, object, options.typing)
+        let actions = action::stage_actions(stage, object, options.typing, &crate::decide::Builtin)
             .map_err(|e| (stage.name.clone(), e))?;
         let mut current = object.clone();
         let mut planned = Vec::with_capacity(actions.len());

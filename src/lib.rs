@@ -16,6 +16,7 @@
 //! - [`queue`]: the weighted delaying queue between matching and the workers.
 //! - [`action`]: what one step of a Stage sends for one object.
 //! - [`retry`]: failure classification and backoff.
+//! - [`decide`]: the three delegated decisions as traits, with the built-in answers.
 //! - [`plugin`]: the WebAssembly host for the selector, renderer and classifier plugins.
 //! - [`cluster`]: the API boundary; [`cluster::memory`] is the in-memory store.
 //! - [`sim`]: deterministic simulation; [`explain`]: `kstage stage explain`.
@@ -29,6 +30,7 @@ pub mod queue;
 pub mod action;
 pub mod patch;
 pub mod retry;
+pub mod decide;
 pub mod plugin;
 pub mod cluster;
 pub mod engine;

@@ -17,6 +17,7 @@ use crate::clock::Clock;
 use crate::cluster::faults::{FaultSpec, Faults};
 use crate::cluster::local::MemoryCluster;
 use crate::cluster::{ClusterError, ObjectKey};
+use crate::decide::Deciders;
 pub use crate::engine::journal::{Done, Entry, What};
 use crate::engine::metrics::Metrics;
 use crate::engine::{Engine, EngineConfig, Journal};
@@ -41,6 +42,8 @@ pub struct Config {
     pub workers: usize,
     /// Record the timeline of Stages played (off when only the counters are wanted).
     pub timeline: bool,
+    /// Who selects, renders and classifies (plugins with `--config`; built-in otherwise).
+    pub deciders: Deciders,
 }
 
 impl Default for Config {
@@ -54,6 +57,7 @@ impl Default for Config {
             faults: FaultSpec::none(),
             workers: 1,
             timeline: true,
+            deciders: Deciders::default(),
         }
     }
 }
@@ -140,7 +144,12 @@ pub async fn run(
         journal: config.timeline.then(|| journal.clone()),
         ..EngineConfig::default()
     };
-    let engine = Engine::new(cluster.clone(), stages, engine_config);
+    let engine = Engine::with_deciders(
+        cluster.clone(),
+        stages,
+        engine_config,
+        config.deciders.clone(),
+    );
     let tasks = engine.start();
     let origin = tokio::time::Instant::now();
     let until = origin + config.until;

@@ -1,10 +1,141 @@
 //! `kstage plugin bench`: µs per call of each capability a plugin exports, measured in
-//! the same run as kstage's built-in implementation of that capability.
+//! the same run as kstage's built-in implementation of that capability, on the example
+//! pod and the example pod Stages. Plugin figures include marshalling (the object is
+//! serialised to JSON text per call, as the engine does).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::plugin::time_per_call;
+use crate::clock::SystemClock;
+use crate::decide::{Builtin, StepRenderer};
+use crate::plugin::{Capability, Runtime, Settings, convert, types};
+use crate::retry::{BuiltinClassifier, Classifier, Failure, FailureKind};
+use crate::rng::Rng;
+use crate::stage::{Stage, StageSet, Step};
+use crate::template::{Renderer, SimEnv};
+
+const STAGES: &str = concat!(
+    include_str!("../../examples/stages/pod/pod-scheduled.yaml"),
+    "\n---\n",
+    include_str!("../../examples/stages/pod/pod-running.yaml"),
+    "\n---\n",
+    include_str!("../../examples/stages/pod/pod-succeeded.yaml"),
+    "\n---\n",
+    include_str!("../../examples/stages/pod/pod-removed.yaml"),
+);
+
+const POD: &str = include_str!("../../examples/objects/pods.yaml");
+
+fn micros(d: Duration) -> String {
+    format!("{:.2} µs", d.as_secs_f64() * 1e6)
+}
 
 pub(super) fn run(file: PathBuf, calls: u32) -> anyhow::Result<ExitCode> {
-    let _ = (file, calls);
-    anyhow::bail!("not yet")
+    let runtime = Runtime::new().map_err(|e| anyhow::anyhow!("starting wasmtime: {e:#}"))?;
+    let plugin = super::plugin::load(&runtime, &file, Settings::default())?;
+    let clock = Arc::new(SystemClock);
+    let env = SimEnv::new(clock, chrono::Utc::now(), env!("CARGO_PKG_VERSION"));
+    let renderer = Renderer::new(Arc::new(env));
+    let loaded = crate::stage::load::load_str(STAGES, &renderer)?;
+    let stages = StageSet::new(loaded.stages);
+    let pod = crate::yaml::documents(POD)?
+        .into_iter()
+        .next()
+        .ok_or_else(|| anyhow::anyhow!("the example pod is missing"))?;
+    let mut rng = Rng::seeded(1);
+    let mut out = format!(
+        "plugin {} ({} {}), {calls} calls per figure, median of 20 batches\n",
+        file.display(),
+        plugin.info().name,
+        plugin.info().version
+    );
+    out.push_str(&format!(
+        "{:<12} {:>12} {:>12} {:>8}\n",
+        "capability", "plugin", "built-in", "ratio"
+    ));
+    let mut line = |capability: Capability, wasm: Duration, native: Duration| {
+        out.push_str(&format!(
+            "{:<12} {:>12} {:>12} {:>7.1}x\n",
+            capability.as_str(),
+            micros(wasm),
+            micros(native),
+            wasm.as_secs_f64() / native.as_secs_f64().max(1e-12)
+        ));
+    };
+    if plugin.has(Capability::Selector) {
+        let matched = stages.matching(&pod);
+        let candidates: Vec<types::Candidate> = matched
+            .iter()
+            .map(|s| types::Candidate {
+                name: s.name.clone(),
+                weight: s.weight.get(&pod).unwrap_or(0),
+                delay_ms: None,
+            })
+            .collect();
+        anyhow::ensure!(
+            !candidates.is_empty(),
+            "no example Stage matches the example pod"
+        );
+        let wasm = time_per_call(calls, || {
+            let _ = plugin.select(&pod.to_string(), &candidates);
+        });
+        let native = time_per_call(calls, || {
+            let _ = stages.select(&pod, &mut rng);
+        });
+        line(Capability::Selector, wasm, native);
+    }
+    if plugin.has(Capability::Renderer) {
+        let (stage, template) = first_template(&stages, &pod)
+            .ok_or_else(|| anyhow::anyhow!("no example Stage with a template"))?;
+        let wasm = time_per_call(calls, || {
+            let _ = plugin.render(&stage.name, template.source(), &pod.to_string());
+        });
+        let native = time_per_call(calls, || {
+            let _ = Builtin.render(stage, template, &pod);
+        });
+        line(Capability::Renderer, wasm, native);
+    }
+    if plugin.has(Capability::Classifier) {
+        let failure = Failure {
+            kind: FailureKind::Http,
+            status: Some(503),
+            reason: Some("ServiceUnavailable"),
+            message: "the server is currently unable to handle the request",
+            retry_after: None,
+            stage: "pod-ready",
+            step: 1,
+            attempt: 2,
+            object: &pod,
+            binding: None,
+        };
+        let wasm = time_per_call(calls, || {
+            let _ = plugin.classify(&convert::failure(&failure));
+        });
+        let native = time_per_call(calls, || {
+            let _ = BuiltinClassifier.classify(&failure);
+        });
+        line(Capability::Classifier, wasm, native);
+    }
+    super::print(&out)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn first_template<'a>(
+    stages: &'a StageSet,
+    pod: &serde_json::Value,
+) -> Option<(&'a Stage, &'a crate::template::Template)> {
+    stages
+        .matching(pod)
+        .into_iter()
+        .chain(stages.stages())
+        .find_map(|stage| {
+            stage.steps.iter().find_map(|step| match step {
+                Step::Patch(p) => Some((&**stage, &p.template)),
+                Step::Apply(a) => Some((&**stage, &a.template)),
+                _ => None,
+            })
+        })
 }

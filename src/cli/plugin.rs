@@ -6,12 +6,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::Output;
 use crate::clock::SystemClock;
-use crate::plugin::{self, Capability, HostEnv, Plugin, Runtime, Settings, types};
+use crate::plugin::{Capability, HostEnv, Plugin, Runtime, Settings};
 use crate::rng::Rng;
 
 /// `kstage plugin ...`.
@@ -49,7 +48,7 @@ pub struct CallArgs {
     input: PathBuf,
     /// Longest the call may run.
     #[arg(long, default_value = "1s", value_parser = super::parse_duration)]
-    timeout: Duration,
+    timeout: chrono::TimeDelta,
 }
 
 /// Arguments of `kstage plugin bench`.
@@ -87,6 +86,19 @@ pub(super) fn load(
         rng: Arc::new(Mutex::new(Rng::from_entropy())),
     };
     Ok(Plugin::load(runtime, &name, file, &bytes, settings, env)?)
+}
+
+/// Load every plugin of a config (all must load and validate), naming each failure.
+pub(super) fn load_set(
+    config: crate::plugin::config::PluginConfig,
+    clock: Arc<dyn crate::clock::Clock>,
+    seed: Option<u64>,
+) -> anyhow::Result<Arc<crate::plugin::PluginSet>> {
+    let runtime = Runtime::new().map_err(|e| anyhow::anyhow!("starting wasmtime: {e:#}"))?;
+    crate::plugin::PluginSet::load(runtime, config, clock, seed).map_err(|errors| {
+        let list: Vec<String> = errors.iter().map(|e| format!("  {e}")).collect();
+        anyhow::anyhow!("cannot load the plugins:\n{}", list.join("\n"))
+    })
 }
 
 /// What each family of WASI imports would need granted.
@@ -196,76 +208,16 @@ fn check_text(report: &Value) -> String {
     out
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct CandidateInput {
-    name: String,
-    #[serde(default)]
-    weight: i64,
-    #[serde(default)]
-    delay_ms: Option<i64>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct SelectInput {
-    object: Value,
-    candidates: Vec<CandidateInput>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct RenderInput {
-    #[serde(default)]
-    stage: String,
-    template: String,
-    object: Value,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct ClassifyInput {
-    kind: String,
-    #[serde(default)]
-    status: Option<u16>,
-    #[serde(default)]
-    reason: Option<String>,
-    #[serde(default)]
-    message: String,
-    #[serde(default)]
-    retry_after_ms: Option<u64>,
-    #[serde(default)]
-    stage: String,
-    #[serde(default)]
-    step: u32,
-    #[serde(default)]
-    attempt: u32,
-    #[serde(default)]
-    object: Value,
-}
-
-fn read_input<T: serde::de::DeserializeOwned>(path: &Path) -> anyhow::Result<T> {
+fn read_input(path: &Path) -> anyhow::Result<Value> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let value =
-        crate::yaml::to_json(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-    serde_json::from_value(value).with_context(|| format!("{}", path.display()))
-}
-
-/// A WIT decision as JSON.
-pub(super) fn decision_json(decision: &types::Decision) -> Value {
-    match decision {
-        types::Decision::RetryAfter(ms) => json!({"decision": "retry-after", "afterMs": ms}),
-        types::Decision::Backoff => json!({"decision": "backoff"}),
-        types::Decision::Refresh => json!({"decision": "refresh"}),
-        types::Decision::Drop(warn) => json!({"decision": "drop", "warn": warn}),
-    }
+    crate::yaml::to_json(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
 }
 
 fn call(args: CallArgs) -> anyhow::Result<ExitCode> {
     let runtime = Runtime::new().map_err(|e| anyhow::anyhow!("starting wasmtime: {e:#}"))?;
     let settings = Settings {
-        timeout: args.timeout,
+        timeout: args.timeout.to_std().unwrap_or(Duration::from_secs(1)),
         ..Settings::default()
     };
     let plugin = load(&runtime, &args.file, settings)?;
@@ -282,49 +234,9 @@ fn call(args: CallArgs) -> anyhow::Result<ExitCode> {
                 .join(", ")
         );
     }
-    let answer = match args.capability {
-        Capability::Selector => {
-            let input: SelectInput = read_input(&args.input)?;
-            let candidates: Vec<types::Candidate> = input
-                .candidates
-                .into_iter()
-                .map(|c| types::Candidate {
-                    name: c.name,
-                    weight: c.weight,
-                    delay_ms: c.delay_ms,
-                })
-                .collect();
-            match plugin.select(&input.object.to_string(), &candidates)? {
-                Some(s) => json!({"stage": s.stage, "delayMs": s.delay_ms}),
-                None => Value::Null,
-            }
-        }
-        Capability::Renderer => {
-            let input: RenderInput = read_input(&args.input)?;
-            let text = plugin.render(&input.stage, &input.template, &input.object.to_string())?;
-            serde_json::from_str(&text).map_err(|e| {
-                anyhow::anyhow!("{}: rendered text is not JSON ({e}): {text}", plugin.name())
-            })?
-        }
-        Capability::Classifier => {
-            let input: ClassifyInput = read_input(&args.input)?;
-            let kind = plugin::convert::parse_failure_kind(&input.kind)
-                .ok_or_else(|| anyhow::anyhow!("unknown failure kind {:?}", input.kind))?;
-            let failure = types::Failure {
-                kind: plugin::convert::failure_kind(kind),
-                status: input.status,
-                reason: input.reason,
-                message: input.message,
-                retry_after_ms: input.retry_after_ms,
-                stage: input.stage,
-                step: input.step,
-                attempt: input.attempt,
-                object: input.object.to_string(),
-            };
-            decision_json(&plugin.classify(&failure)?)
-        }
-        Capability::Metadata => serde_json::to_value(plugin.ping()?)?,
-    };
+    let input = read_input(&args.input)?;
+    let answer = crate::plugin::invoke::call(&plugin, args.capability, input)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
     super::print(&format!("{}\n", serde_json::to_string_pretty(&answer)?))?;
     Ok(ExitCode::SUCCESS)
 }

@@ -49,6 +49,10 @@ pub struct SimArgs {
     /// Engine workers. With more than one, runs are no longer reproducible byte for byte.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=256))]
     workers: u64,
+    /// A daemon config file whose `plugins` and `bindings` select, render and classify
+    /// (plugins run offline, on the virtual clock and seeded randomness).
+    #[arg(long)]
+    config: Option<PathBuf>,
     /// What to print: the timeline and final objects as text, YAML or JSON, or only the
     /// summary line.
     #[arg(long, short = 'o', value_enum, default_value_t = SimOutput::Text)]
@@ -82,8 +86,12 @@ pub(super) fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
         copies,
         faults,
         workers,
+        config: plugin_config,
         output,
     } = args;
+    let plugin_config = plugin_config
+        .map(|path| crate::plugin::config::PluginConfig::read(&path))
+        .transpose()?;
     // Virtual time: tokio's paused clock on one thread, so hours pass in milliseconds
     // and the order of everything is fixed by the inputs and the seed.
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -98,6 +106,12 @@ pub(super) fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
         let env = SimEnv::new(clock.clone(), start, env!("CARGO_PKG_VERSION"));
         let renderer = Renderer::new(Arc::new(env));
         let stages = super::load_stages(&paths.stages, &renderer)?;
+        let deciders = match plugin_config {
+            None => crate::decide::Deciders::default(),
+            Some(plugin_config) => {
+                super::plugin::load_set(plugin_config, clock.clone(), Some(seed))?.deciders()
+            }
+        };
         let config = Config {
             seed,
             start,
@@ -107,6 +121,7 @@ pub(super) fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
             faults,
             workers: workers as usize,
             timeline: output != SimOutput::Summary,
+            deciders,
         };
         anyhow::Ok(crate::sim::run(stages, clock, objects, config).await?)
     })?;

@@ -30,9 +30,10 @@ use tokio::time::Instant;
 use crate::action::{self, Action, Typing};
 use crate::clock::{Clock, SystemClock};
 use crate::cluster::{Cluster, ClusterError, EventRequest, ObjectKey, PatchRequest, WatchEvent};
+use crate::decide::{Choice, Deciders};
 use crate::patch;
 use crate::queue::{QueueConfig, WeightedQueue};
-use crate::retry::{Backoff, BuiltinClassifier, Classifier, Decision, Failure, FailureKind};
+use crate::retry::{Backoff, Decision, Failure, FailureKind};
 use crate::rng::Rng;
 use crate::stage::{ResourceRef, Stage, StageSet, Step};
 pub use journal::Journal;
@@ -149,7 +150,7 @@ pub struct Engine<C: Cluster> {
     cluster: Arc<C>,
     stages: RwLock<Arc<StageSet>>,
     queue: WeightedQueue<ObjectKey, Job>,
-    classifier: Arc<dyn Classifier>,
+    deciders: Deciders,
     backoff: Backoff,
     workers: usize,
     clock: Arc<dyn Clock>,
@@ -173,18 +174,19 @@ fn resource_version(object: &Value) -> Option<&str> {
 }
 
 impl<C: Cluster> Engine<C> {
-    /// An engine playing `stages` on `cluster`, classifying failures with the built-in
-    /// classifier.
+    /// An engine playing `stages` on `cluster` with kstage's built-in selection,
+    /// rendering and classification.
     pub fn new(cluster: Arc<C>, stages: StageSet, config: EngineConfig) -> Arc<Self> {
-        Self::with_classifier(cluster, stages, config, Arc::new(BuiltinClassifier))
+        Self::with_deciders(cluster, stages, config, Deciders::default())
     }
 
-    /// An engine with a custom failure classifier.
-    pub fn with_classifier(
+    /// An engine whose selection, rendering and classification are `deciders`
+    /// (plugins, or anything else implementing [`crate::decide`]'s traits).
+    pub fn with_deciders(
         cluster: Arc<C>,
         stages: StageSet,
         config: EngineConfig,
-        classifier: Arc<dyn Classifier>,
+        deciders: Deciders,
     ) -> Arc<Self> {
         let queue = WeightedQueue::new(config.queue).unwrap_or_else(|e| {
             tracing::error!(error = %e, "invalid queue settings; using the defaults");
@@ -194,7 +196,7 @@ impl<C: Cluster> Engine<C> {
             cluster,
             stages: RwLock::new(Arc::new(stages)),
             queue,
-            classifier,
+            deciders,
             backoff: config.backoff,
             workers: config.workers.max(1),
             clock: config.clock,
@@ -380,18 +382,15 @@ impl<C: Cluster> Engine<C> {
         let stages = self.stages();
         let now_wall = self.clock.now();
         let mut rng = lock(&self.rng);
-        let Some(stage) = stages.select(object, &mut rng).cloned() else {
-            drop(rng);
+        let choice = self
+            .deciders
+            .selector
+            .select(&stages, object, &mut rng, now_wall);
+        drop(rng);
+        let Some(Choice { stage, delay }) = choice else {
             self.queue.cancel(&key);
             return;
         };
-        let delay = stage
-            .delay
-            .as_ref()
-            .and_then(|d| d.sample(object, now_wall, &mut rng))
-            .and_then(|d| d.to_std().ok())
-            .unwrap_or(Duration::ZERO);
-        drop(rng);
         let job = Job {
             key: key.clone(),
             object: object.clone(),
@@ -451,21 +450,27 @@ impl<C: Cluster> Engine<C> {
             if deleted && !matches!(stage.steps[index], Step::Event(_)) {
                 continue;
             }
-            let actions = match action::step_actions(&stage, index, &job.object, Typing::Typed) {
-                Ok(actions) => actions,
-                Err(e) => {
-                    job.step = index;
-                    let error = ClusterError {
-                        kind: FailureKind::Template,
-                        status: None,
-                        reason: None,
-                        message: e.to_string(),
-                        retry_after: None,
-                    };
-                    self.fail(job, error, done).await;
-                    return;
-                }
-            };
+            let renderer = &*self.deciders.renderer;
+            let actions =
+                match action::step_actions(&stage, index, &job.object, Typing::Typed, renderer) {
+                    Ok(actions) => actions,
+                    Err(e) => {
+                        job.step = index;
+                        let error = ClusterError {
+                            kind: if e.is_plugin() {
+                                FailureKind::Plugin
+                            } else {
+                                FailureKind::Template
+                            },
+                            status: None,
+                            reason: None,
+                            message: e.to_string(),
+                            retry_after: None,
+                        };
+                        self.fail(job, error, done).await;
+                        return;
+                    }
+                };
             for action in actions {
                 let before = resource_version(&job.object).map(str::to_owned);
                 let kind = action.kind();
@@ -627,8 +632,13 @@ impl<C: Cluster> Engine<C> {
             step: job.step,
             attempt: job.attempt,
             object: &job.object,
+            binding: job
+                .stage
+                .annotations
+                .get(crate::plugin::Capability::Classifier.annotation())
+                .map(String::as_str),
         };
-        let mut decision = self.classifier.classify(&failure);
+        let mut decision = self.deciders.classifier.classify(&failure);
         self.metrics.retry(decision.as_str());
         let mut cause = match (&decision, error.status) {
             (_, Some(404)) => "not-found".to_owned(),

@@ -11,5 +11,5 @@ wasmtime::component::bindgen!({
 });
 
 pub use exports::kstage::plugin::{classifier, metadata, renderer, selector};
-pub use kstage::plugin::host;
-pub use kstage::plugin::types;
+pub use self::kstage::plugin::host;
+pub use self::kstage::plugin::types;

@@ -40,6 +40,9 @@ pub enum Cause {
     /// The plugin does not export this capability.
     #[error("not exported by the plugin")]
     Missing,
+    /// A binding names a plugin the config does not list.
+    #[error("no plugin of this name is configured")]
+    NotConfigured,
 }
 
 impl Cause {
@@ -52,6 +55,7 @@ impl Cause {
             Cause::Malformed(_) => "malformed",
             Cause::Guest(_) => "guest-error",
             Cause::Missing => "missing",
+            Cause::NotConfigured => "not-configured",
         }
     }
 

@@ -22,6 +22,9 @@ use super::runtime::{DigestHex, Runtime, TICK};
 /// The interface version this kstage speaks.
 pub const INTERFACE_VERSION: &str = "0.1.0";
 
+/// The least time an instance gets to start.
+pub const INSTANTIATE_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// Limits and grants of one plugin.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {
@@ -454,8 +457,10 @@ impl Plugin {
         let mut store = Store::new(self.runtime.engine(), state);
         store.limiter(|state| &mut state.limits);
         store.epoch_deadline_trap();
-        let ticks = self.settings.timeout.as_nanos().div_ceil(TICK.as_nanos()) as u64 + 1;
-        store.set_epoch_deadline(ticks);
+        // Instantiating runs the component's start code (an interpreter's warm-up, for
+        // JavaScript and Python plugins): it gets a deadline of its own.
+        let init = self.settings.timeout.max(INSTANTIATE_TIMEOUT);
+        store.set_epoch_deadline(init.as_nanos().div_ceil(TICK.as_nanos()) as u64 + 1);
         let instance = self
             .pre
             .instantiate(&mut store)

@@ -15,16 +15,21 @@
 
 mod bindings;
 pub mod convert;
+pub mod config;
 pub mod error;
 pub mod host;
+pub mod invoke;
 pub mod loaded;
 pub mod runtime;
+pub mod set;
+pub mod watch;
 
 pub use bindings::types;
 pub use error::{CallError, Cause, LoadError};
 pub use host::{Grants, HostEnv};
 pub use loaded::{INTERFACE_VERSION, Info, Plugin, Settings};
 pub use runtime::Runtime;
+pub use set::PluginSet;
 
 use serde::{Deserialize, Serialize};
 
@@ -58,6 +63,16 @@ impl Capability {
             Capability::Selector => "selector",
             Capability::Renderer => "renderer",
             Capability::Classifier => "classifier",
+        }
+    }
+
+    /// The Stage annotation that binds a plugin to this capability for that Stage.
+    pub fn annotation(self) -> &'static str {
+        match self {
+            Capability::Metadata => "kstage.dev/metadata",
+            Capability::Selector => "kstage.dev/selector",
+            Capability::Renderer => "kstage.dev/renderer",
+            Capability::Classifier => "kstage.dev/classifier",
         }
     }
 

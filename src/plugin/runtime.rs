@@ -27,11 +27,21 @@ pub const MAX_MEMORY: u64 = 1 << 30;
 /// A sha256 digest, lower-case hex.
 pub type DigestHex = String;
 
+/// How many compiled components no plugin uses are kept anyway.
+const KEEP_RECENT: usize = 4;
+
+/// The compile cache: components by digest, and the digests in compile order.
+#[derive(Default)]
+struct Compiled {
+    components: HashMap<DigestHex, Component>,
+    recent: Vec<DigestHex>,
+}
+
 /// The shared wasmtime engine, linker and compile cache.
 pub struct Runtime {
     engine: Engine,
     linker: Linker<State>,
-    compiled: Mutex<HashMap<DigestHex, Component>>,
+    compiled: Mutex<Compiled>,
     stop: Arc<AtomicBool>,
     pooling: bool,
 }
@@ -93,7 +103,7 @@ impl Runtime {
         Ok(Arc::new(Self {
             engine,
             linker,
-            compiled: Mutex::new(HashMap::new()),
+            compiled: Mutex::new(Compiled::default()),
             stop,
             pooling,
         }))
@@ -123,6 +133,7 @@ impl Runtime {
             .compiled
             .lock()
             .unwrap_or_else(|e| e.into_inner())
+            .components
             .get(&digest)
         {
             return Ok((digest, component.clone()));
@@ -136,10 +147,12 @@ impl Runtime {
         }
         let component = Component::new(&self.engine, bytes)
             .map_err(|e| format!("not a valid component: {e:#}"))?;
-        self.compiled
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+        let mut compiled = self.compiled.lock().unwrap_or_else(|e| e.into_inner());
+        compiled
+            .components
             .insert(digest.clone(), component.clone());
+        compiled.recent.retain(|d| d != &digest);
+        compiled.recent.push(digest.clone());
         Ok((digest, component))
     }
 
@@ -148,15 +161,22 @@ impl Runtime {
         self.compiled
             .lock()
             .unwrap_or_else(|e| e.into_inner())
+            .components
             .contains_key(digest)
     }
 
-    /// Forget compiled components no loaded plugin uses any more.
+    /// Forget compiled components no loaded plugin uses any more, but the most recently
+    /// compiled few (a plugin swapped back and forth compiles once).
     pub fn retain(&self, live: &[DigestHex]) {
-        self.compiled
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .retain(|digest, _| live.contains(digest));
+        let mut compiled = self.compiled.lock().unwrap_or_else(|e| e.into_inner());
+        let mut recent = std::mem::take(&mut compiled.recent);
+        recent.retain(|d| compiled.components.contains_key(d));
+        let keep_recent: Vec<DigestHex> = recent.iter().rev().take(KEEP_RECENT).cloned().collect();
+        compiled
+            .components
+            .retain(|digest, _| live.contains(digest) || keep_recent.contains(digest));
+        recent.retain(|d| compiled.components.contains_key(d));
+        compiled.recent = recent;
     }
 }
 

@@ -73,6 +73,8 @@ pub struct Failure<'a> {
     pub attempt: u32,
     /// The object, as the job saw it.
     pub object: &'a Value,
+    /// The classifier plugin the Stage names with `kstage.dev/classifier`, if any.
+    pub binding: Option<&'a str>,
 }
 
 /// What to do with a failed step.
@@ -211,6 +213,7 @@ mod tests {
             step: 0,
             attempt: 0,
             object: &OBJECT,
+            binding: None,
         }
     }
 

@@ -75,7 +75,15 @@ impl StageSet {
     /// KWOK's choice of the next Stage: among the matching Stages, one is picked at
     /// random by weight (a single match is taken whatever its weight).
     pub fn select(&self, object: &Value, rng: &mut Rng) -> Option<&Arc<Stage>> {
-        let matched = self.matching(object);
+        Self::choose(self.matching(object), object, rng)
+    }
+
+    /// KWOK's weighted choice among `matched` (the Stages [`StageSet::matching`] gave).
+    pub fn choose<'a>(
+        matched: Vec<&'a Arc<Stage>>,
+        object: &Value,
+        rng: &mut Rng,
+    ) -> Option<&'a Arc<Stage>> {
         if matched.len() <= 1 {
             return matched.into_iter().next();
         }

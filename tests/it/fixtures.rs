@@ -46,7 +46,6 @@ const PRELUDE: &str = r#"
     (local.get $p))
   (func $reset (param i32) (global.set $heap (i32.const 8192)))
   (data (i32.const 16) "fixture")
-  (data (i32.const 32) "1.0.0")
   (data (i32.const 96) "nope")
   (func (export "kstage:plugin/metadata@0.1.0#info") (result i32) (i32.const 256))
   (export "cabi_post_kstage:plugin/metadata@0.1.0#info" (func $reset))
@@ -122,15 +121,36 @@ fn select(behaviour: Select) -> String {
     )
 }
 
-/// `render` answers the template itself (so a JSON template is its own rendering).
-const RENDER: &str = r#"
+/// How a fixture's `render` behaves.
+#[derive(Debug, Clone, Copy)]
+pub enum Render {
+    /// Answers the template itself (so a JSON template is its own rendering).
+    Echo,
+    /// Always traps (fails validation's smoke call).
+    Trap,
+    /// Echoes templates of up to 2 bytes (the smoke call's `{}`), traps on longer ones:
+    /// a plugin that passes validation and fails in use.
+    TrapOnLong,
+}
+
+fn render(behaviour: Render) -> String {
+    let guard = match behaviour {
+        Render::Echo => "",
+        Render::Trap => "unreachable",
+        Render::TrapOnLong => "(if (i32.gt_u (local.get 3) (i32.const 2)) (then unreachable))",
+    };
+    format!(
+        r#"
   (func (export "kstage:plugin/renderer@0.1.0#render") (param i32 i32 i32 i32 i32 i32) (result i32)
+    {guard}
     (i32.store8 (i32.const 512) (i32.const 0))
     (i32.store (i32.const 516) (local.get 2))
     (i32.store (i32.const 520) (local.get 3))
     (i32.const 512))
   (export "cabi_post_kstage:plugin/renderer@0.1.0#render" (func $reset))
-"#;
+"#
+    )
+}
 
 /// A fixture component: which exports, and what `metadata.info` says its interface
 /// version is.
@@ -140,8 +160,10 @@ pub struct Fixture {
     pub classify: Option<Classify>,
     /// `select`, if exported.
     pub select: Option<Select>,
-    /// Whether `render` is exported.
-    pub render: bool,
+    /// `render`, if exported.
+    pub render: Option<Render>,
+    /// What `metadata.info` reports as the plugin's version (5 characters).
+    pub version: &'static str,
     /// What `metadata.info` reports as its interface version.
     pub interface_version: &'static str,
 }
@@ -151,7 +173,8 @@ impl Default for Fixture {
         Self {
             classify: None,
             select: None,
-            render: false,
+            render: None,
+            version: "1.0.0",
             interface_version: "0.1.0",
         }
     }
@@ -169,9 +192,15 @@ impl Fixture {
     /// The component's bytes.
     pub fn build(&self) -> Vec<u8> {
         let version = self.interface_version;
+        assert_eq!(
+            self.version.len(),
+            5,
+            "the fixture's version has 5 characters"
+        );
         let info = le(&[16, 7, 32, 5, 48, version.len() as u32]);
         let mut wat = format!(
-            "(module {PRELUDE}\n  (data (i32.const 48) \"{version}\")\n  (data (i32.const 256) \"{info}\")\n"
+            "(module {PRELUDE}\n  (data (i32.const 32) \"{}\")\n  (data (i32.const 48) \"{version}\")\n  (data (i32.const 256) \"{info}\")\n",
+            self.version
         );
         let mut exports = vec!["export metadata;"];
         if let Some(behaviour) = self.classify {
@@ -182,8 +211,8 @@ impl Fixture {
             wat.push_str(&select(behaviour));
             exports.push("export selector;");
         }
-        if self.render {
-            wat.push_str(RENDER);
+        if let Some(behaviour) = self.render {
+            wat.push_str(&render(behaviour));
             exports.push("export renderer;");
         }
         wat.push(')');

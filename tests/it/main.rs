@@ -3,9 +3,11 @@
 
 mod cli;
 mod engine;
+mod examples;
 mod fixtures;
 mod golden;
 mod plugin;
+mod plugin_sim;
 mod sim;
 
 use std::path::PathBuf;

@@ -11,7 +11,7 @@ use kstage::plugin::types::{Candidate, Decision, Failure, FailureKind};
 use kstage::plugin::{Capability, Cause, HostEnv, Plugin, Runtime, Settings};
 use kstage::rng::Rng;
 
-use crate::fixtures::{Classify, Fixture, Select};
+use crate::fixtures::{Classify, Fixture, Render, Select};
 
 fn runtime() -> Arc<Runtime> {
     static RUNTIME: OnceLock<Arc<Runtime>> = OnceLock::new();
@@ -146,7 +146,7 @@ fn a_selection_outside_the_candidates_is_malformed() {
 #[test]
 fn render_passes_strings_both_ways() {
     let plugin = load(&Fixture {
-        render: true,
+        render: Some(Render::Echo),
         ..Fixture::default()
     });
     let template = r#"{"status":{"phase":"Running"}}"#;
@@ -263,7 +263,7 @@ fn a_core_module_or_garbage_is_rejected_with_the_reason() {
 fn the_same_bytes_compile_once() {
     let bytes = Fixture {
         select: Some(Select::Stranger),
-        render: true,
+        render: Some(Render::Echo),
         ..Fixture::default()
     }
     .build();

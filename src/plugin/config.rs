@@ -1,0 +1,368 @@
+//! The daemon config file's plugin section (`--config FILE`, YAML):
+//!
+//! ```yaml
+//! plugins:
+//! - name: chaos                  # referred to by bindings and Stage annotations
+//!   path: plugins/chaos.wasm     # relative to the config file
+//!   sha256: 3f1a...              # optional for `path` (pins the file), required for `url`
+//!   timeout: 100ms               # per call (default 100ms)
+//!   memory: 64Mi                 # linear memory per instance (default 128Mi)
+//!   failurePolicy:               # per capability: fail | fallback (default: fail)
+//!     selector: fallback
+//!   wasi: {stdout: true}         # grants; default none (see `host::Grants`)
+//! bindings:                      # the plugin deciding for every Stage, per capability
+//!   classifier: chaos
+//! ```
+//!
+//! A Stage overrides a global binding with the annotations `kstage.dev/selector`,
+//! `kstage.dev/renderer` and `kstage.dev/classifier` (a plugin name, or `builtin`).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::Capability;
+use super::host::Grants;
+use super::loaded::Settings;
+use crate::stage::value::parse_go_duration;
+
+/// What to do when a plugin call fails (trap, timeout, memory, malformed output, or an
+/// `err` answer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FailurePolicy {
+    /// The decision fails: a selection chooses nothing (the object is matched again when
+    /// it changes or a plugin is swapped), a render fails its step (retried with
+    /// backoff), a classification retries with the default backoff.
+    #[default]
+    Fail,
+    /// kstage's built-in behaviour decides instead.
+    Fallback,
+}
+
+/// Failure policy per capability.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Policies {
+    /// For `selector.select`.
+    #[serde(default)]
+    pub selector: FailurePolicy,
+    /// For `renderer.render`.
+    #[serde(default)]
+    pub renderer: FailurePolicy,
+    /// For `classifier.classify`.
+    #[serde(default)]
+    pub classifier: FailurePolicy,
+}
+
+impl Policies {
+    /// The policy for `capability`.
+    pub fn get(&self, capability: Capability) -> FailurePolicy {
+        match capability {
+            Capability::Selector => self.selector,
+            Capability::Renderer => self.renderer,
+            Capability::Classifier | Capability::Metadata => self.classifier,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawPlugin {
+    name: String,
+    #[serde(default)]
+    path: Option<PathBuf>,
+    #[serde(default)]
+    url: Option<String>,
+    #[serde(default)]
+    sha256: Option<String>,
+    #[serde(default)]
+    timeout: Option<String>,
+    #[serde(default)]
+    memory: Option<serde_json::Value>,
+    #[serde(default)]
+    failure_policy: Policies,
+    #[serde(default)]
+    wasi: Grants,
+    #[serde(default)]
+    warm_instances: Option<usize>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawBindings {
+    #[serde(default)]
+    selector: Option<String>,
+    #[serde(default)]
+    renderer: Option<String>,
+    #[serde(default)]
+    classifier: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawConfig {
+    #[serde(default)]
+    plugins: Vec<RawPlugin>,
+    #[serde(default)]
+    bindings: RawBindings,
+}
+
+/// One configured plugin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PluginSpec {
+    /// Its name in bindings and annotations.
+    pub name: String,
+    /// The component file (absolute, or relative to the working folder).
+    pub path: PathBuf,
+    /// The content it must have, when pinned.
+    pub sha256: Option<String>,
+    /// Limits and grants.
+    pub settings: Settings,
+    /// Failure policy per capability.
+    pub policies: Policies,
+}
+
+/// The plugins and their global bindings.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PluginConfig {
+    /// The plugins, in file order.
+    pub plugins: Vec<PluginSpec>,
+    /// The plugin bound to each capability for every Stage.
+    pub bindings: BTreeMap<Capability, String>,
+}
+
+/// A config file that cannot be used, with the field at fault.
+#[derive(Debug, thiserror::Error)]
+#[error("{file}: {problem}")]
+pub struct ConfigError {
+    /// The file.
+    pub file: String,
+    /// What is wrong.
+    pub problem: String,
+}
+
+/// `64Mi`, `1Gi`, `500M`, `1048576`: bytes.
+pub fn parse_quantity(value: &serde_json::Value) -> Option<u64> {
+    if let Some(n) = value.as_u64() {
+        return Some(n);
+    }
+    let text = value.as_str()?.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: u64 = number.parse().ok()?;
+    let factor: u64 = match unit {
+        "" => 1,
+        "k" => 1000,
+        "M" => 1_000_000,
+        "G" => 1_000_000_000,
+        "Ki" => 1 << 10,
+        "Mi" => 1 << 20,
+        "Gi" => 1 << 30,
+        _ => return None,
+    };
+    number.checked_mul(factor)
+}
+
+impl PluginConfig {
+    /// Read a config file.
+    pub fn read(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            file: path.display().to_string(),
+            problem: e.to_string(),
+        })?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        Self::parse(&text, base).map_err(|problem| ConfigError {
+            file: path.display().to_string(),
+            problem,
+        })
+    }
+
+    /// Parse config text; relative plugin paths are taken from `base`.
+    pub fn parse(text: &str, base: &Path) -> Result<Self, String> {
+        let value = crate::yaml::to_json(text).map_err(|e| e.to_string())?;
+        let raw: RawConfig = serde_path_to_error::deserialize(value)
+            .map_err(|e| format!("{}: {}", e.path(), e.inner()))?;
+        let mut config = PluginConfig::default();
+        for (index, plugin) in raw.plugins.into_iter().enumerate() {
+            let at = |field: &str| format!("plugins[{index}].{field}");
+            if plugin.name.is_empty() || plugin.name == "builtin" {
+                return Err(format!(
+                    "{}: a plugin needs a name other than \"builtin\"",
+                    at("name")
+                ));
+            }
+            if config.plugins.iter().any(|p| p.name == plugin.name) {
+                return Err(format!("{}: {:?} is listed twice", at("name"), plugin.name));
+            }
+            let path = match (plugin.path, plugin.url) {
+                (Some(path), None) => base.join(path),
+                (None, Some(url)) => {
+                    return Err(format!(
+                        "{}: fetching plugins ({url}) is not supported by this build; \
+                         download the file, check its sha256 and give its `path`",
+                        at("url")
+                    ));
+                }
+                (Some(_), Some(_)) => {
+                    return Err(format!("{}: give `path` or `url`, not both", at("path")));
+                }
+                (None, None) => return Err(format!("{}: `path` is required", at("path"))),
+            };
+            if let Some(sha) = &plugin.sha256
+                && (sha.len() != 64 || !sha.bytes().all(|b| b.is_ascii_hexdigit()))
+            {
+                return Err(format!("{}: not a sha256 (64 hex digits)", at("sha256")));
+            }
+            let mut settings = Settings {
+                grants: plugin.wasi,
+                ..Settings::default()
+            };
+            if let Some(timeout) = &plugin.timeout {
+                let nanos = parse_go_duration(timeout)
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| {
+                        format!("{}: {timeout:?} is not a positive duration", at("timeout"))
+                    })?;
+                settings.timeout = Duration::from_nanos(nanos as u64);
+            }
+            if let Some(memory) = &plugin.memory {
+                settings.memory = parse_quantity(memory).filter(|m| *m > 0).ok_or_else(|| {
+                    format!("{}: {memory} is not a size (e.g. 64Mi)", at("memory"))
+                })?;
+            }
+            if let Some(warm) = plugin.warm_instances {
+                settings.warm = warm;
+            }
+            config.plugins.push(PluginSpec {
+                name: plugin.name,
+                path,
+                sha256: plugin.sha256.map(|s| s.to_ascii_lowercase()),
+                settings,
+                policies: plugin.failure_policy,
+            });
+        }
+        for (capability, name) in [
+            (Capability::Selector, raw.bindings.selector),
+            (Capability::Renderer, raw.bindings.renderer),
+            (Capability::Classifier, raw.bindings.classifier),
+        ] {
+            let Some(name) = name else { continue };
+            if name != "builtin" && !config.plugins.iter().any(|p| p.name == name) {
+                return Err(format!(
+                    "bindings.{capability}: no plugin named {name:?} in `plugins`"
+                ));
+            }
+            if name != "builtin" {
+                config.bindings.insert(capability, name);
+            }
+        }
+        Ok(config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_config_parses() {
+        let text = "
+plugins:
+- name: chaos
+  path: chaos.wasm
+  sha256: 3F1A000000000000000000000000000000000000000000000000000000000000
+  timeout: 250ms
+  memory: 64Mi
+  failurePolicy: {selector: fallback}
+  wasi: {stdout: true, env: [HOME]}
+bindings:
+  selector: chaos
+  classifier: builtin
+";
+        let config = PluginConfig::parse(text, Path::new("/etc/kstage")).expect("parses");
+        let chaos = &config.plugins[0];
+        assert_eq!(chaos.path, Path::new("/etc/kstage/chaos.wasm"));
+        assert_eq!(chaos.sha256.as_deref().map(|s| &s[..4]), Some("3f1a"));
+        assert_eq!(chaos.settings.timeout, Duration::from_millis(250));
+        assert_eq!(chaos.settings.memory, 64 << 20);
+        assert!(chaos.settings.grants.stdout);
+        assert_eq!(
+            chaos.policies.get(Capability::Selector),
+            FailurePolicy::Fallback
+        );
+        assert_eq!(
+            chaos.policies.get(Capability::Renderer),
+            FailurePolicy::Fail
+        );
+        assert_eq!(
+            config
+                .bindings
+                .get(&Capability::Selector)
+                .map(String::as_str),
+            Some("chaos")
+        );
+        assert!(!config.bindings.contains_key(&Capability::Classifier));
+    }
+
+    #[test]
+    fn mistakes_name_their_field() {
+        let cases = [
+            (
+                "plugins: [{name: a}]",
+                "plugins[0].path: `path` is required",
+            ),
+            (
+                "plugins: [{name: a, path: a.wasm, timeout: soon}]",
+                "plugins[0].timeout",
+            ),
+            (
+                "plugins: [{name: a, path: a.wasm, memory: lots}]",
+                "plugins[0].memory",
+            ),
+            (
+                "plugins: [{name: a, path: a.wasm, sha256: abc}]",
+                "plugins[0].sha256",
+            ),
+            (
+                "plugins: [{name: a, path: a.wasm}, {name: a, path: b.wasm}]",
+                "listed twice",
+            ),
+            (
+                "plugins: [{name: a, url: 'https://x/a.wasm', sha256: abc}]",
+                "plugins[0].url",
+            ),
+            (
+                "bindings: {renderer: ghost}",
+                "bindings.renderer: no plugin named \"ghost\"",
+            ),
+            (
+                "plugins: [{name: a, path: a.wasm, failurePolicy: {selector: maybe}}]",
+                "plugins[0].failurePolicy.selector",
+            ),
+            ("plugins: [{name: a, path: a.wasm, colour: red}]", "colour"),
+            (
+                "plugins: [{name: a, path: a.wasm, wasi: {files: true}}]",
+                "files",
+            ),
+        ];
+        for (text, expected) in cases {
+            let error = PluginConfig::parse(text, Path::new(".")).expect_err(text);
+            assert!(error.contains(expected), "{text}: {error}");
+        }
+    }
+
+    #[test]
+    fn quantities() {
+        use serde_json::json;
+        assert_eq!(parse_quantity(&json!("64Mi")), Some(64 << 20));
+        assert_eq!(parse_quantity(&json!("1Gi")), Some(1 << 30));
+        assert_eq!(parse_quantity(&json!("500M")), Some(500_000_000));
+        assert_eq!(parse_quantity(&json!(4096)), Some(4096));
+        assert_eq!(parse_quantity(&json!("12 parsecs")), None);
+    }
+}

@@ -1,0 +1,195 @@
+//! The example plugins (`plugins/examples/*`) and the WASI probe, built by
+//! `plugins/build`, loaded by the host and run against their own test cases.
+//!
+//! The components are read from `$KSTAGE_PLUGIN_OUT` (default `target/plugins`). A
+//! missing component fails the test when `KSTAGE_REQUIRE_PLUGINS=1` (CI builds every
+//! language first), and is reported loudly as skipped otherwise.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+
+use kstage::clock::SystemClock;
+use kstage::plugin::{Capability, Grants, HostEnv, Plugin, Runtime, Settings};
+use kstage::rng::Rng;
+
+fn out_dir() -> PathBuf {
+    std::env::var_os("KSTAGE_PLUGIN_OUT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| crate::root().join("target/plugins"))
+}
+
+fn required() -> bool {
+    std::env::var("KSTAGE_REQUIRE_PLUGINS").is_ok_and(|v| v == "1")
+}
+
+fn runtime() -> Arc<Runtime> {
+    static RUNTIME: std::sync::OnceLock<Arc<Runtime>> = std::sync::OnceLock::new();
+    RUNTIME
+        .get_or_init(|| Runtime::new().expect("the plugin runtime starts"))
+        .clone()
+}
+
+/// The example `name` built for `language`, or `None` (after saying so) when it was not
+/// built here.
+fn component(language: &str, name: &str, settings: Settings) -> Option<Arc<Plugin>> {
+    let path = out_dir().join(format!("{name}.wasm"));
+    let Ok(bytes) = std::fs::read(&path) else {
+        let message = format!(
+            "{} is missing: build it with `plugins/build --install {language}`",
+            path.display()
+        );
+        assert!(!required(), "{message}");
+        eprintln!("\n!!! SKIPPED {language} example {name}: {message}\n");
+        return None;
+    };
+    let env = HostEnv {
+        plugin: name.into(),
+        clock: Arc::new(SystemClock),
+        rng: Arc::new(Mutex::new(Rng::seeded(1))),
+    };
+    let plugin = Plugin::load(&runtime(), name, &path, &bytes, settings, env)
+        .unwrap_or_else(|e| panic!("{e}"));
+    plugin
+        .validate()
+        .unwrap_or_else(|e| panic!("{name}: validation: {e}"));
+    assert_eq!(plugin.info().name, name);
+    assert_eq!(plugin.info().interface_version, "0.1.0");
+    Some(plugin)
+}
+
+/// Run every `cases/*.yaml` in `dir` against `plugin`; returns how many ran.
+fn run_cases(plugin: &Plugin, dir: &Path) -> usize {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    files.sort();
+    for file in &files {
+        let text = std::fs::read_to_string(file).expect("case readable");
+        let case =
+            kstage::yaml::to_json(&text).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        let capability: Capability = case["capability"]
+            .as_str()
+            .and_then(|c| c.parse().ok())
+            .unwrap_or_else(|| panic!("{}: no capability", file.display()));
+        let answer = kstage::plugin::invoke::call(plugin, capability, case["input"].clone());
+        match (&case["expectError"], answer) {
+            (Value::String(needle), Err(error)) => {
+                assert!(
+                    error.contains(needle.as_str()),
+                    "{}: error {error:?} lacks {needle:?}",
+                    file.display()
+                );
+            }
+            (Value::String(_), Ok(answer)) => {
+                panic!("{}: expected an error, got {answer}", file.display())
+            }
+            (_, Ok(answer)) => assert_eq!(answer, case["expect"], "{}", file.display()),
+            (_, Err(error)) => panic!("{}: {error}", file.display()),
+        }
+    }
+    assert!(files.len() >= 4, "{}: too few cases", dir.display());
+    files.len()
+}
+
+fn example(language: &str, name: &str, capabilities: &[Capability]) {
+    let Some(plugin) = component(language, name, Settings::default()) else {
+        return;
+    };
+    assert_eq!(plugin.capabilities(), capabilities, "{name}");
+    let dir = crate::root()
+        .join("plugins/examples")
+        .join(language)
+        .join("cases");
+    let ran = run_cases(&plugin, &dir);
+    eprintln!("{language} example {name}: {ran} cases passed");
+}
+
+#[test]
+fn rust_chaos_router() {
+    example(
+        "rust",
+        "chaos-router",
+        &[Capability::Selector, Capability::Renderer],
+    );
+}
+
+#[test]
+fn c_retry_budget() {
+    example("c", "retry-budget", &[Capability::Classifier]);
+}
+
+#[test]
+fn zig_exp_backoff() {
+    example("zig", "exp-backoff", &[Capability::Classifier]);
+}
+
+#[test]
+fn js_json_fill() {
+    example("js", "json-fill", &[Capability::Renderer]);
+}
+
+#[test]
+fn python_label_router() {
+    example("python", "label-router", &[Capability::Selector]);
+}
+
+/// The probe's answer to a `message` command: `retry-after(N)` means the access worked.
+fn probe(plugin: &Plugin, command: &str) -> Value {
+    let input = serde_json::json!({"kind": "other", "message": command});
+    kstage::plugin::invoke::call(plugin, Capability::Classifier, input)
+        .unwrap_or_else(|e| panic!("{command}: {e}"))
+}
+
+#[test]
+fn wasi_is_denied_unless_granted() {
+    let denied = serde_json::json!({"decision": "drop", "warn": false});
+    let Some(plugin) = component("python", "wasi-probe", Settings::default()) else {
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("kstage-it-probe-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let secret = dir.join("secret.txt");
+    std::fs::write(&secret, "s3cr3t").expect("write");
+    let file = format!("file:{}", secret.display());
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("listen");
+    let tcp = format!(
+        "tcp:127.0.0.1:{}",
+        listener.local_addr().expect("addr").port()
+    );
+    // Nothing granted: no file, no socket, no environment; output is discarded.
+    assert_eq!(probe(&plugin, &file), denied);
+    assert_eq!(probe(&plugin, &tcp), denied);
+    assert_eq!(probe(&plugin, "env:PATH"), denied);
+    assert_eq!(
+        probe(&plugin, "print:hello"),
+        serde_json::json!({"decision": "backoff"})
+    );
+    // Granted: the folder (read-only) and one variable.
+    let granted = component(
+        "python",
+        "wasi-probe",
+        Settings {
+            grants: Grants {
+                read_dirs: vec![dir.clone()],
+                env: vec!["PATH".to_owned()],
+                ..Grants::default()
+            },
+            ..Settings::default()
+        },
+    )
+    .expect("built above");
+    assert_eq!(
+        probe(&granted, &file),
+        serde_json::json!({"decision": "retry-after", "afterMs": 1})
+    );
+    assert_eq!(
+        probe(&granted, "env:PATH"),
+        serde_json::json!({"decision": "retry-after", "afterMs": 3})
+    );
+    assert_eq!(probe(&granted, &tcp), denied, "the network stays denied");
+    let _ = std::fs::remove_dir_all(&dir);
+}
