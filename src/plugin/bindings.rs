@@ -10,6 +10,6 @@ wasmtime::component::bindgen!({
     additional_derives: [PartialEq, Eq],
 });
 
-pub use exports::kstage::plugin::{classifier, metadata, renderer, selector};
 pub use self::kstage::plugin::host;
 pub use self::kstage::plugin::types;
+pub use exports::kstage::plugin::{classifier, metadata, renderer, selector};

@@ -405,3 +405,74 @@ fn hot_swaps_during_a_run_lose_nothing_and_never_serve_a_broken_version() {
         "the swaps happened while pods were played ({busy} versions served)"
     );
 }
+
+/// A ConfigMap volume: `echo.wasm -> ..data/echo.wasm`, `..data -> ..<version>/`; an
+/// update writes a new version folder and swaps the `..data` symlink by rename.
+fn configmap_update(dir: &std::path::Path, version: &str, bytes: &[u8]) {
+    let versioned = dir.join(format!("..{version}"));
+    std::fs::create_dir_all(&versioned).expect("version folder");
+    std::fs::write(versioned.join("echo.wasm"), bytes).expect("write");
+    let staged = dir.join("..data_tmp");
+    let _ = std::fs::remove_file(&staged);
+    std::os::unix::fs::symlink(format!("..{version}"), &staged).expect("symlink");
+    std::fs::rename(&staged, dir.join("..data")).expect("swap ..data");
+}
+
+#[test]
+fn the_watcher_swaps_on_a_configmap_update_and_rejects_a_broken_one() {
+    let dir = folder("watch");
+    let first = Fixture {
+        render: Some(Render::Echo),
+        version: "1.0.0",
+        ..Fixture::default()
+    }
+    .build();
+    let second = Fixture {
+        render: Some(Render::Echo),
+        version: "2.0.0",
+        ..Fixture::default()
+    }
+    .build();
+    configmap_update(&dir, "v1", &first);
+    std::os::unix::fs::symlink("..data/echo.wasm", dir.join("echo.wasm")).expect("link");
+    let config = PluginConfig {
+        plugins: vec![PluginSpec {
+            name: "echo".to_owned(),
+            path: dir.join("echo.wasm"),
+            sha256: None,
+            settings: Settings::default(),
+            policies: Policies::default(),
+        }],
+        bindings: BTreeMap::new(),
+    };
+    let clock: Arc<dyn Clock> = Arc::new(kstage::clock::SystemClock);
+    let set =
+        PluginSet::load(Runtime::new().expect("runtime"), config, clock, None).expect("loads");
+    assert_eq!(set.plugin("echo").expect("serving").info().version, "1.0.0");
+    let (reloads, reports) = std::sync::mpsc::channel();
+    let _watcher = kstage::plugin::watch::watch(set.clone(), move |report| {
+        let _ = reloads.send(report.clone());
+    })
+    .expect("watching");
+    let wait = || {
+        reports
+            .recv_timeout(Duration::from_secs(60))
+            .expect("a reload report")
+    };
+
+    configmap_update(&dir, "v2", &second);
+    let report = wait();
+    assert_eq!(report.swapped, ["echo"], "{report:?}");
+    assert_eq!(set.plugin("echo").expect("serving").info().version, "2.0.0");
+
+    configmap_update(&dir, "v3", b"not a component");
+    let report = wait();
+    assert_eq!(report.rejected.len(), 1, "{report:?}");
+    assert!(
+        report.rejected[0].1.contains("not a valid component"),
+        "{report:?}"
+    );
+    assert_eq!(set.plugin("echo").expect("serving").info().version, "2.0.0");
+    assert_eq!(set.metrics().rejections.load(Ordering::Relaxed), 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
