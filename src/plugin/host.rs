@@ -57,12 +57,14 @@ impl Grants {
                 tracing::warn!(dir = %dir.display(), error = %e, "plugin: cannot grant folder");
             }
         }
+        // Without the grant, wasmtime-wasi's default address check refuses every address;
+        // `inherit_network` lifts it.
         builder
             .allow_tcp(self.network)
             .allow_udp(self.network)
             .allow_ip_name_lookup(self.network);
-        if !self.network {
-            builder.socket_addr_check(|_, _| Box::pin(async { false }));
+        if self.network {
+            builder.inherit_network();
         }
         builder.build()
     }

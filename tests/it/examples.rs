@@ -95,8 +95,16 @@ fn run_cases(plugin: &Plugin, dir: &Path) -> usize {
     files.len()
 }
 
+/// Generous deadlines: a loaded CI machine runs these beside other tests.
+fn settings() -> Settings {
+    Settings {
+        timeout: std::time::Duration::from_secs(2),
+        ..Settings::default()
+    }
+}
+
 fn example(language: &str, name: &str, capabilities: &[Capability]) {
-    let Some(plugin) = component(language, name, Settings::default()) else {
+    let Some(plugin) = component(language, name, settings()) else {
         return;
     };
     assert_eq!(plugin.capabilities(), capabilities, "{name}");
@@ -147,7 +155,7 @@ fn probe(plugin: &Plugin, command: &str) -> Value {
 #[test]
 fn wasi_is_denied_unless_granted() {
     let denied = serde_json::json!({"decision": "drop", "warn": false});
-    let Some(plugin) = component("python", "wasi-probe", Settings::default()) else {
+    let Some(plugin) = component("python", "wasi-probe", settings()) else {
         return;
     };
     let dir = std::env::temp_dir().join(format!("kstage-it-probe-{}", std::process::id()));
@@ -178,7 +186,7 @@ fn wasi_is_denied_unless_granted() {
                 env: vec!["PATH".to_owned()],
                 ..Grants::default()
             },
-            ..Settings::default()
+            ..settings()
         },
     )
     .expect("built above");
@@ -191,5 +199,22 @@ fn wasi_is_denied_unless_granted() {
         serde_json::json!({"decision": "retry-after", "afterMs": 3})
     );
     assert_eq!(probe(&granted, &tcp), denied, "the network stays denied");
+    let networked = component(
+        "python",
+        "wasi-probe",
+        Settings {
+            grants: Grants {
+                network: true,
+                ..Grants::default()
+            },
+            ..settings()
+        },
+    )
+    .expect("built above");
+    assert_eq!(
+        probe(&networked, &tcp),
+        serde_json::json!({"decision": "retry-after", "afterMs": 2})
+    );
+    assert_eq!(probe(&networked, &file), denied, "files stay denied");
     let _ = std::fs::remove_dir_all(&dir);
 }
