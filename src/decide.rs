@@ -76,6 +76,21 @@ impl Builtin {
     }
 }
 
+impl Builtin {
+    /// KWOK's weighted choice among `matched` (the Stages whose selectors matched), with
+    /// the chosen Stage's sampled delay.
+    pub fn choose(
+        matched: Vec<&Arc<Stage>>,
+        object: &Value,
+        rng: &mut Rng,
+        now: DateTime<Utc>,
+    ) -> Option<Choice> {
+        let stage = StageSet::choose(matched, object, rng)?.clone();
+        let delay = Builtin::delay(&stage, object, rng, now);
+        Some(Choice { stage, delay })
+    }
+}
+
 impl StageSelector for Builtin {
     fn select(
         &self,
@@ -84,9 +99,7 @@ impl StageSelector for Builtin {
         rng: &mut Rng,
         now: DateTime<Utc>,
     ) -> Option<Choice> {
-        let stage = stages.select(object, rng)?.clone();
-        let delay = Builtin::delay(&stage, object, rng, now);
-        Some(Choice { stage, delay })
+        Builtin::choose(stages.matching(object), object, rng, now)
     }
 }
 

@@ -120,11 +120,6 @@ impl Runtime {
         &self.linker
     }
 
-    /// Whether the pooling allocator is in use.
-    pub fn pooling(&self) -> bool {
-        self.pooling
-    }
-
     /// Compile `bytes` as a component, or take it from the cache when the same content
     /// was compiled before. Returns the content digest with the component.
     pub fn compile(&self, bytes: &[u8]) -> Result<(DigestHex, Component), String> {

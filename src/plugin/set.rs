@@ -15,7 +15,7 @@
 //! For selection, the candidates are the Stages whose own selectors matched; if they name
 //! different selector plugins, the global binding decides (and a warning is logged).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
@@ -61,7 +61,7 @@ pub struct Reload {
     pub selectors_changed: bool,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Slot {
     spec: PluginSpec,
     plugin: Arc<Plugin>,
@@ -117,25 +117,7 @@ impl PluginSet {
             reloading: Mutex::new(()),
             metrics: SetMetrics::default(),
         };
-        let mut slots = HashMap::new();
-        let mut errors = Vec::new();
-        for spec in &config.plugins {
-            match set.load_spec(spec) {
-                Ok(plugin) => {
-                    slots.insert(
-                        spec.name.clone(),
-                        Slot {
-                            spec: spec.clone(),
-                            plugin,
-                        },
-                    );
-                }
-                Err(e) => errors.push(e),
-            }
-        }
-        if !errors.is_empty() {
-            return Err(errors);
-        }
+        let (slots, _) = set.build_slots(&Snapshot::default(), &config)?;
         *set.current.write().unwrap_or_else(PoisonError::into_inner) =
             Arc::new(Snapshot { config, slots });
         Ok(Arc::new(set))
@@ -156,13 +138,6 @@ impl PluginSet {
     /// The serving version of plugin `name`.
     pub fn plugin(&self, name: &str) -> Option<Arc<Plugin>> {
         self.snapshot().slots.get(name).map(|s| s.plugin.clone())
-    }
-
-    /// The names of the configured plugins.
-    pub fn names(&self) -> Vec<String> {
-        let mut names: Vec<String> = self.snapshot().slots.keys().cloned().collect();
-        names.sort();
-        names
     }
 
     /// The folders holding the plugin files (what a watcher watches).
@@ -197,16 +172,6 @@ impl PluginSet {
                 Arc::new(Mutex::new(rng))
             })
             .clone()
-    }
-
-    fn load_spec(&self, spec: &PluginSpec) -> Result<Arc<Plugin>, LoadError> {
-        let problem = |problem: String| LoadError {
-            plugin: spec.name.clone(),
-            path: spec.path.clone(),
-            problem,
-        };
-        let bytes = std::fs::read(&spec.path).map_err(|e| problem(format!("cannot read: {e}")))?;
-        self.load_bytes(spec, &bytes)
     }
 
     fn load_bytes(&self, spec: &PluginSpec, bytes: &[u8]) -> Result<Arc<Plugin>, LoadError> {
@@ -272,46 +237,9 @@ impl PluginSet {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         let old = self.snapshot();
-        let mut slots = HashMap::new();
-        let mut errors = Vec::new();
-        let mut report = Reload::default();
-        for spec in &config.plugins {
-            let kept = old
-                .slots
-                .get(&spec.name)
-                .filter(|slot| slot.spec == *spec)
-                .filter(|slot| {
-                    std::fs::read(&spec.path).is_ok_and(|b| digest(&b) == slot.plugin.digest())
-                });
-            if let Some(slot) = kept {
-                slots.insert(
-                    spec.name.clone(),
-                    Slot {
-                        spec: spec.clone(),
-                        plugin: slot.plugin.clone(),
-                    },
-                );
-                continue;
-            }
-            match self.load_spec(spec) {
-                Ok(plugin) => {
-                    report.selectors_changed |= plugin.has(Capability::Selector);
-                    report.swapped.push(spec.name.clone());
-                    slots.insert(
-                        spec.name.clone(),
-                        Slot {
-                            spec: spec.clone(),
-                            plugin,
-                        },
-                    );
-                }
-                Err(e) => errors.push(e),
-            }
-        }
-        if !errors.is_empty() {
+        let (slots, mut report) = self.build_slots(&old, &config).inspect_err(|_| {
             self.metrics.rejections.fetch_add(1, Ordering::Relaxed);
-            return Err(errors);
-        }
+        })?;
         report.selectors_changed |= old.config.bindings.get(&Capability::Selector)
             != config.bindings.get(&Capability::Selector);
         self.metrics
@@ -321,6 +249,50 @@ impl PluginSet {
             Arc::new(Snapshot { config, slots });
         self.forget_unused();
         Ok(report)
+    }
+
+    /// The slots of `config`: a plugin whose spec and file are unchanged from `old` is
+    /// kept, every other one is loaded and validated. All or nothing.
+    fn build_slots(
+        &self,
+        old: &Snapshot,
+        config: &PluginConfig,
+    ) -> Result<(HashMap<String, Slot>, Reload), Vec<LoadError>> {
+        let mut slots = HashMap::new();
+        let mut errors = Vec::new();
+        let mut report = Reload::default();
+        for spec in &config.plugins {
+            // Read once: the digest says whether the serving version can stay.
+            let loaded = std::fs::read(&spec.path)
+                .map_err(|e| LoadError {
+                    plugin: spec.name.clone(),
+                    path: spec.path.clone(),
+                    problem: format!("cannot read: {e}"),
+                })
+                .and_then(|bytes| match old.slots.get(&spec.name) {
+                    Some(slot) if slot.spec == *spec && slot.plugin.digest() == digest(&bytes) => {
+                        Ok(slot.plugin.clone())
+                    }
+                    _ => {
+                        let plugin = self.load_bytes(spec, &bytes)?;
+                        report.selectors_changed |= plugin.has(Capability::Selector);
+                        report.swapped.push(spec.name.clone());
+                        Ok(plugin)
+                    }
+                });
+            match loaded {
+                Ok(plugin) => {
+                    let spec = spec.clone();
+                    slots.insert(spec.name.clone(), Slot { spec, plugin });
+                }
+                Err(e) => errors.push(e),
+            }
+        }
+        if errors.is_empty() {
+            Ok((slots, report))
+        } else {
+            Err(errors)
+        }
     }
 
     fn apply(
@@ -369,19 +341,7 @@ impl PluginSet {
         }
         if !fresh.is_empty() {
             let mut current = self.current.write().unwrap_or_else(PoisonError::into_inner);
-            let mut slots: HashMap<String, Slot> = current
-                .slots
-                .iter()
-                .map(|(name, slot)| {
-                    (
-                        name.clone(),
-                        Slot {
-                            spec: slot.spec.clone(),
-                            plugin: slot.plugin.clone(),
-                        },
-                    )
-                })
-                .collect();
+            let mut slots = current.slots.clone();
             for (spec, plugin) in fresh {
                 slots.insert(spec.name.clone(), Slot { spec, plugin });
             }
@@ -492,11 +452,7 @@ impl StageSelector for PluginSet {
         if matched.is_empty() {
             return None;
         }
-        let builtin = |matched: Vec<&Arc<Stage>>, rng: &mut Rng| {
-            let stage = StageSet::choose(matched, object, rng)?.clone();
-            let delay = Builtin::delay(&stage, object, rng, now);
-            Some(Choice { stage, delay })
-        };
+        let builtin = |matched, rng: &mut Rng| Builtin::choose(matched, object, rng, now);
         let (plugin, policy) = match self.bound(Capability::Selector, named_selector(&matched)) {
             Bound::Builtin => return builtin(matched, rng),
             Bound::Unknown(name) => {
@@ -608,10 +564,5 @@ impl PluginSet {
             renderer: self.clone(),
             classifier: self.clone(),
         }
-    }
-
-    /// The global bindings (capability → plugin name).
-    pub fn bindings(&self) -> BTreeMap<Capability, String> {
-        self.snapshot().config.bindings.clone()
     }
 }
