@@ -16,6 +16,13 @@ pub fn parse_duration(text: &str) -> Result<TimeDelta, String> {
     }
 }
 
+/// [`parse_duration`] for a length of time that cannot be negative.
+pub fn parse_std_duration(text: &str) -> Result<std::time::Duration, String> {
+    parse_duration(text)?
+        .to_std()
+        .map_err(|_| format!("{text:?} is negative"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

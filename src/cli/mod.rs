@@ -3,6 +3,7 @@
 //! Errors are reported here, at the edge, with `anyhow`; exit codes: 0 success, 1 the
 //! input has problems (lint findings, invalid Stage, bad object), 2 usage errors.
 
+mod apiserver;
 mod duration;
 mod explain;
 mod bench_plugin;
@@ -40,6 +41,8 @@ pub enum Command {
     /// Check, call and time WebAssembly plugins.
     #[command(subcommand)]
     Plugin(plugin::PluginCommand),
+    /// Serve an embedded Kubernetes API server (for kubectl and kube-rs) from memory.
+    Apiserver(apiserver::ApiServerArgs),
 }
 
 /// `kstage stage ...`.
@@ -79,6 +82,7 @@ pub fn main() -> ExitCode {
         Command::Stage(StageCommand::Lint(a)) => lint::run(a),
         Command::Sim(a) => sim::run(a),
         Command::Plugin(c) => plugin::run(c),
+        Command::Apiserver(a) => apiserver::run(a),
     };
     match result {
         Ok(code) => code,

@@ -1,10 +1,16 @@
 //! Fault injection for the in-memory cluster: failures by verb, at a rate or scripted.
 //!
-//! A spec is a comma-separated list of `VERB:FAULT=RATE` rules, e.g.
-//! `patch:409=0.1,*:reset=0.05,create:429@2s=0.2`:
-//! - `VERB`: `get`, `create`, `patch`, `apply`, `delete`, `event`, or `*` for all;
+//! Used by the in-memory cluster of `sim` and by the embedded API server.
+//!
+//! A spec is a comma-separated list of `VERB[/RESOURCE]:FAULT=RATE` rules, e.g.
+//! `patch:409=0.1,*:reset=0.05,create/pods:429@2s=0.2,watch:close=0.5`:
+//! - `VERB`: `get`, `list`, `watch`, `create`, `update`, `patch`, `apply`, `delete`,
+//!   `event`, or `*` for all;
+//! - `RESOURCE`: a resource's plural name (`pods`, `nodes`, `stages` ...), or `*` (the
+//!   default) for all;
 //! - `FAULT`: `refused`, `reset`, `eof`, `timeout`, an HTTP status (`409`, `500`, `503`
-//!   ...), or `429@DURATION` for Too Many Requests with a `Retry-After`;
+//!   ...), `429@DURATION` for Too Many Requests with a `Retry-After`, or `close` (watch
+//!   only: the watch is ended early, after a short random time);
 //! - `RATE`: the probability in `[0, 1]` that a request of that verb fails so.
 //!
 //! Rules are tried in order; the first that fires decides. A failed request has no effect.
@@ -33,17 +39,26 @@ pub enum Verb {
     Delete,
     /// Record an event.
     Event,
+    /// List a collection.
+    List,
+    /// Watch a collection.
+    Watch,
+    /// PUT an object.
+    Update,
 }
 
 impl Verb {
     /// All verbs.
-    pub const ALL: [Verb; 6] = [
+    pub const ALL: [Verb; 9] = [
         Verb::Get,
         Verb::Create,
         Verb::Patch,
         Verb::Apply,
         Verb::Delete,
         Verb::Event,
+        Verb::List,
+        Verb::Watch,
+        Verb::Update,
     ];
 
     /// Lower-case name.
@@ -55,6 +70,9 @@ impl Verb {
             Verb::Apply => "apply",
             Verb::Delete => "delete",
             Verb::Event => "event",
+            Verb::List => "list",
+            Verb::Watch => "watch",
+            Verb::Update => "update",
         }
     }
 }
@@ -77,6 +95,8 @@ pub enum Fault {
         /// `Retry-After`, if any.
         retry_after: Option<Duration>,
     },
+    /// A watch ended early by the server.
+    Close,
 }
 
 impl fmt::Display for Fault {
@@ -86,6 +106,7 @@ impl fmt::Display for Fault {
             Fault::Reset => f.write_str("reset"),
             Fault::Eof => f.write_str("eof"),
             Fault::Timeout => f.write_str("timeout"),
+            Fault::Close => f.write_str("close"),
             Fault::Status {
                 code,
                 retry_after: Some(d),
@@ -108,8 +129,27 @@ pub struct FaultSpecError {
 #[derive(Debug, Clone, PartialEq)]
 struct Rule {
     verb: Option<Verb>,
+    /// A resource's plural name; `None` for all.
+    resource: Option<String>,
     fault: Fault,
     rate: f64,
+}
+
+impl Rule {
+    fn applies(&self, verb: Verb, resource: &str) -> bool {
+        self.verb.is_none_or(|v| v == verb)
+            && self.resource.as_deref().is_none_or(|r| r == resource)
+    }
+}
+
+impl fmt::Display for Rule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.verb.map_or("*", Verb::as_str))?;
+        if let Some(resource) = &self.resource {
+            write!(f, "/{resource}")?;
+        }
+        write!(f, ":{}={}", self.fault, self.rate)
+    }
 }
 
 /// A parsed fault spec.
@@ -151,6 +191,7 @@ impl FaultSpec {
             let share = rate / faults.len() as f64;
             rules.push(Rule {
                 verb: None,
+                resource: None,
                 fault,
                 rate: (share / remaining).min(1.0),
             });
@@ -165,6 +206,19 @@ impl FaultSpec {
     }
 }
 
+/// The spec in the syntax it is parsed from (rates as given, `429@Nms`).
+impl fmt::Display for FaultSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, rule) in self.rules.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{rule}")?;
+        }
+        Ok(())
+    }
+}
+
 impl FromStr for FaultSpec {
     type Err = FaultSpecError;
 
@@ -175,20 +229,31 @@ impl FromStr for FaultSpec {
                 rule: rule.to_owned(),
                 cause: cause.to_owned(),
             };
-            let (verb, rest) = rule
+            let (target, rest) = rule
                 .split_once(':')
-                .ok_or_else(|| err("expected VERB:FAULT=RATE"))?;
+                .ok_or_else(|| err("expected VERB[/RESOURCE]:FAULT=RATE"))?;
             let (fault, rate) = rest
                 .split_once('=')
-                .ok_or_else(|| err("expected VERB:FAULT=RATE"))?;
-            let verb =
-                match verb.trim() {
-                    "*" => None,
-                    v => Some(Verb::ALL.into_iter().find(|x| x.as_str() == v).ok_or_else(
-                        || err("unknown verb (get, create, patch, apply, delete, event, *)"),
-                    )?),
-                };
+                .ok_or_else(|| err("expected VERB[/RESOURCE]:FAULT=RATE"))?;
+            let (verb, resource) = match target.split_once('/') {
+                Some((v, r)) => (v.trim(), r.trim()),
+                None => (target.trim(), "*"),
+            };
+            let verb = match verb {
+                "*" => None,
+                v => Some(Verb::ALL.into_iter().find(|x| x.as_str() == v).ok_or_else(|| {
+                    err("unknown verb (get, list, watch, create, update, patch, apply, delete, event, *)")
+                })?),
+            };
+            let resource = match resource {
+                "*" => None,
+                "" => return Err(err("empty resource after '/'")),
+                r => Some(r.to_owned()),
+            };
             let fault = parse_fault(fault.trim()).map_err(|c| err(&c))?;
+            if fault == Fault::Close && verb != Some(Verb::Watch) {
+                return Err(err("`close` applies to watches only (watch:close=RATE)"));
+            }
             let rate: f64 = rate
                 .trim()
                 .parse()
@@ -196,7 +261,12 @@ impl FromStr for FaultSpec {
             if !(0.0..=1.0).contains(&rate) {
                 return Err(err("the rate must be between 0 and 1"));
             }
-            rules.push(Rule { verb, fault, rate });
+            rules.push(Rule {
+                verb,
+                resource,
+                fault,
+                rate,
+            });
         }
         Ok(Self { rules })
     }
@@ -208,13 +278,16 @@ fn parse_fault(s: &str) -> Result<Fault, String> {
         "reset" => Fault::Reset,
         "eof" => Fault::Eof,
         "timeout" => Fault::Timeout,
+        "close" => Fault::Close,
         _ => {
             let (code, after) = match s.split_once('@') {
                 Some((c, a)) => (c, Some(a)),
                 None => (s, None),
             };
             let code: u16 = code.parse().map_err(|_| {
-                format!("unknown fault {s:?} (refused, reset, eof, timeout, or an HTTP status)")
+                format!(
+                    "unknown fault {s:?} (refused, reset, eof, timeout, close, or an HTTP status)"
+                )
             })?;
             if !(400..600).contains(&code) {
                 return Err(format!("{code} is not an error status"));
@@ -233,18 +306,31 @@ fn parse_fault(s: &str) -> Result<Fault, String> {
     })
 }
 
-/// The live injector: a spec, scripted failures, a seeded random source and counters.
+/// The live injector: a spec (replaceable while it serves), scripted failures, a seeded
+/// random source and counters.
 #[derive(Debug)]
 pub struct Faults {
-    spec: FaultSpec,
     state: Mutex<State>,
+}
+
+/// One injected fault's count: which verb, on which resource (`""` when the caller does
+/// not name resources), which fault.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Injected {
+    /// The verb.
+    pub verb: Verb,
+    /// The resource's plural name, or `""`.
+    pub resource: String,
+    /// The fault.
+    pub fault: Fault,
 }
 
 #[derive(Debug)]
 struct State {
+    spec: FaultSpec,
     rng: Rng,
     script: BTreeMap<Verb, VecDeque<Fault>>,
-    injected: BTreeMap<(Verb, Fault), u64>,
+    injected: BTreeMap<Injected, u64>,
     requests: BTreeMap<Verb, u64>,
 }
 
@@ -252,8 +338,8 @@ impl Faults {
     /// An injector for `spec`, drawing with `seed`.
     pub fn new(spec: FaultSpec, seed: u64) -> Self {
         Self {
-            spec,
             state: Mutex::new(State {
+                spec,
                 rng: Rng::seeded(seed),
                 script: BTreeMap::new(),
                 injected: BTreeMap::new(),
@@ -273,28 +359,66 @@ impl Faults {
         self.state().script.entry(verb).or_default().extend(faults);
     }
 
+    /// Replace the rules; scripted failures and counters stay.
+    pub fn set_spec(&self, spec: FaultSpec) {
+        self.state().spec = spec;
+    }
+
+    /// The rules in force.
+    pub fn spec(&self) -> FaultSpec {
+        self.state().spec.clone()
+    }
+
     /// Decide the fate of one request: `Some(fault)` to fail it.
     pub fn draw(&self, verb: Verb) -> Option<Fault> {
-        let mut state = self.state();
+        self.draw_for(verb, "")
+    }
+
+    /// Decide the fate of one request on `resource` (a plural name, `""` for none).
+    pub fn draw_for(&self, verb: Verb, resource: &str) -> Option<Fault> {
+        let state = &mut *self.state();
         *state.requests.entry(verb).or_default() += 1;
         let fault = match state.script.get_mut(&verb).and_then(VecDeque::pop_front) {
             Some(f) => Some(f),
-            None => self
-                .spec
-                .rules
-                .iter()
-                .filter(|r| r.verb.is_none_or(|v| v == verb))
-                .find(|r| r.rate > 0.0 && state.rng.unit() < r.rate)
-                .map(|r| r.fault),
+            None => {
+                let rng = &mut state.rng;
+                state
+                    .spec
+                    .rules
+                    .iter()
+                    .filter(|r| r.applies(verb, resource))
+                    .find(|r| r.rate > 0.0 && rng.unit() < r.rate)
+                    .map(|r| r.fault)
+            }
         };
-        if let Some(f) = fault {
-            *state.injected.entry((verb, f)).or_default() += 1;
+        if let Some(fault) = fault {
+            let key = Injected {
+                verb,
+                resource: resource.to_owned(),
+                fault,
+            };
+            *state.injected.entry(key).or_default() += 1;
         }
         fault
     }
 
+    /// A uniform random number in `[0, 1)` from the injector's seeded source (how long
+    /// before a watch drawn for `close` is closed ...).
+    pub fn unit(&self) -> f64 {
+        self.state().rng.unit()
+    }
+
     /// How many faults were injected, per verb and fault.
     pub fn injected(&self) -> BTreeMap<(Verb, Fault), u64> {
+        let mut by_verb = BTreeMap::new();
+        for (k, n) in &self.state().injected {
+            *by_verb.entry((k.verb, k.fault)).or_default() += n;
+        }
+        by_verb
+    }
+
+    /// How many faults were injected, per verb, resource and fault.
+    pub fn injected_by_resource(&self) -> BTreeMap<Injected, u64> {
         self.state().injected.clone()
     }
 
@@ -329,17 +453,29 @@ mod tests {
             }
         );
         assert!("".parse::<FaultSpec>().expect("empty").is_empty());
+        let spec: FaultSpec = "patch/pods:500=0.25,watch:close=0.5,*/nodes:429@1s=1"
+            .parse()
+            .expect("valid");
+        assert_eq!(spec.rules[0].resource.as_deref(), Some("pods"));
+        assert!(spec.rules[0].applies(Verb::Patch, "pods"));
+        assert!(!spec.rules[0].applies(Verb::Patch, "nodes"));
+        assert!(spec.rules[2].applies(Verb::Get, "nodes"));
+        // Display gives back a spec that parses to the same rules.
+        let again: FaultSpec = spec.to_string().parse().expect("round trip");
+        assert_eq!(again, spec);
     }
 
     #[test]
     fn rejects_bad_rules_with_the_rule() {
         for (bad, cause) in [
-            ("patch", "VERB:FAULT=RATE"),
+            ("patch", ":FAULT=RATE"),
             ("poke:409=0.1", "unknown verb"),
             ("patch:teapot=0.1", "unknown fault"),
             ("patch:200=0.1", "not an error status"),
             ("patch:409=2", "between 0 and 1"),
             ("patch:429@soon=0.1", "Retry-After"),
+            ("patch:close=0.1", "watches only"),
+            ("patch/:500=0.1", "empty resource"),
         ] {
             let e = bad.parse::<FaultSpec>().expect_err(bad);
             assert!(e.to_string().contains(cause), "{bad}: {e}");

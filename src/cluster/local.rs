@@ -245,24 +245,12 @@ fn fault_error(fault: Fault, verb: Verb, key: &ObjectKey) -> ClusterError {
     match fault {
         Fault::Refused => transport(FailureKind::ConnectionRefused, "connection refused"),
         Fault::Reset => transport(FailureKind::ConnectionReset, "connection reset by peer"),
-        Fault::Eof => transport(FailureKind::Eof, "unexpected EOF"),
+        Fault::Eof | Fault::Close => transport(FailureKind::Eof, "unexpected EOF"),
         Fault::Timeout => transport(FailureKind::Timeout, "request timed out"),
         Fault::Status { code, retry_after } => ClusterError {
             kind: FailureKind::Http,
             status: Some(code),
-            reason: Some(
-                match code {
-                    409 => "Conflict",
-                    404 => "NotFound",
-                    422 => "Invalid",
-                    429 => "TooManyRequests",
-                    503 => "ServiceUnavailable",
-                    500 => "InternalError",
-                    504 => "Timeout",
-                    _ => "Unknown",
-                }
-                .to_owned(),
-            ),
+            reason: Some(super::status_reason(code).to_owned()),
             message: format!("{} {key}: HTTP {code} (injected)", verb.as_str()),
             retry_after,
         },

@@ -6,7 +6,8 @@
 //! It is synchronous and single-threaded; the simulator owns one. Identifiers are
 //! derived from counters, so a run is reproducible.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Bound;
 use std::sync::Arc;
 
 use chrono::{DateTime, TimeDelta, Utc};
@@ -54,6 +55,18 @@ pub struct MemoryStore {
     resource_version: u64,
     uids: u64,
     clock: Arc<dyn Clock>,
+    /// Custom kinds (`apiVersion`, `kind`) as their CustomResourceDefinitions declare
+    /// them.
+    custom: HashMap<(String, String), CustomKind>,
+}
+
+/// What the store must know of a custom kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CustomKind {
+    /// Objects live in namespaces.
+    pub namespaced: bool,
+    /// Served with a status subresource.
+    pub status: bool,
 }
 
 /// Kubernetes' timestamp format (RFC 3339, seconds, `Z`).
@@ -69,7 +82,72 @@ impl MemoryStore {
             resource_version: 0,
             uids: 0,
             clock,
+            custom: HashMap::new(),
         }
+    }
+
+    /// Declare a custom kind (`Some`) as its CustomResourceDefinition says, or forget it
+    /// (`None`): its scope decides `metadata.namespace`, and with a status subresource
+    /// status and main writes follow the rules of built-in kinds with a status. An
+    /// undeclared kind is namespaced without a status subresource.
+    pub fn set_custom_kind(&mut self, api_version: &str, kind: &str, traits: Option<CustomKind>) {
+        let k = (api_version.to_owned(), kind.to_owned());
+        match traits {
+            Some(t) => self.custom.insert(k, t),
+            None => self.custom.remove(&k),
+        };
+    }
+
+    fn custom_kind(&self, api_version: &str, kind: &str) -> Option<CustomKind> {
+        self.custom
+            .get(&(api_version.to_owned(), kind.to_owned()))
+            .copied()
+    }
+
+    /// Whether objects of a kind have a status subresource.
+    pub fn has_status_subresource(&self, api_version: &str, kind: &str) -> bool {
+        match self.custom_kind(api_version, kind) {
+            Some(custom) => custom.status,
+            None => has_status_subresource(api_version, kind),
+        }
+    }
+
+    /// Whether objects of a kind live outside namespaces.
+    pub fn is_cluster_scoped(&self, api_version: &str, kind: &str) -> bool {
+        match self.custom_kind(api_version, kind) {
+            Some(custom) => !custom.namespaced,
+            None => is_cluster_scoped(api_version, kind),
+        }
+    }
+
+    /// The objects of one kind, in one namespace or all (`None`), ordered by key, from
+    /// the first key after `after` when given (for paging). Only the kind's own range
+    /// of the store is visited.
+    pub fn range<'a>(
+        &'a self,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        after: Option<&ObjectKey>,
+    ) -> impl Iterator<Item = (&'a ObjectKey, &'a Arc<Value>)> + 'a {
+        let start = ObjectKey {
+            api_version: api_version.to_owned(),
+            kind: kind.to_owned(),
+            namespace: namespace.unwrap_or("").to_owned(),
+            name: String::new(),
+        };
+        let lower = match after {
+            Some(after) if *after >= start => Bound::Excluded(after.clone()),
+            _ => Bound::Included(start.clone()),
+        };
+        let one_namespace = namespace.is_some();
+        self.objects
+            .range((lower, Bound::Unbounded))
+            .take_while(move |(k, _)| {
+                k.api_version == start.api_version
+                    && k.kind == start.kind
+                    && (!one_namespace || k.namespace == start.namespace)
+            })
     }
 
     /// The number of objects.
@@ -133,7 +211,7 @@ impl MemoryStore {
                 _ => return Err(ApiError::Invalid("metadata.name: Required value".into())),
             }
         }
-        default_namespace(&mut object);
+        self.default_namespace(&mut object);
         let key = ObjectKey::of(&object)
             .ok_or_else(|| ApiError::BadRequest("object has no name".into()))?;
         if self.objects.contains_key(&key) {
@@ -150,8 +228,12 @@ impl MemoryStore {
             meta.insert("generation".into(), json!(1));
             meta.remove("deletionTimestamp");
         }
-        if key.kind == "Pod" && key.api_version == "v1" {
-            default_pod(&mut object);
+        if key.api_version == "v1" {
+            match key.kind.as_str() {
+                "Pod" => default_status(&mut object, "Pending"),
+                "Namespace" => default_status(&mut object, "Active"),
+                _ => {}
+            }
         }
         let object = Arc::new(object);
         self.objects.insert(key, object.clone());
@@ -222,8 +304,32 @@ impl MemoryStore {
             }
             _ => {
                 let patched = patch::apply(old, patch_type, &data, &key.kind).map_err(invalid)?;
-                main_write(old, patched, key)
+                self.main_write(old, patched, key)
             }
+        };
+        Ok(self.commit(key, new, Enforce::ClientWrite))
+    }
+
+    /// PUT: replace an object (or, with subresource `status`, its status). A
+    /// `metadata.resourceVersion` in `object` must be the stored one (409 Conflict
+    /// otherwise); without one the update is unconditional.
+    pub fn update(
+        &mut self,
+        key: &ObjectKey,
+        object: Value,
+        subresource: Option<&str>,
+    ) -> Result<Written, ApiError> {
+        let old = self
+            .objects
+            .get(key)
+            .ok_or_else(|| ApiError::NotFound(key.to_string()))?;
+        check_resource_version(old, &object, key)?;
+        let new = match subresource {
+            Some("status") => status_write(old, &object),
+            Some(other) => {
+                return Err(ApiError::NotFound(format!("{key} subresource {other}")));
+            }
+            None => self.main_write(old, object, key),
         };
         Ok(self.commit(key, new, Enforce::ClientWrite))
     }
@@ -238,7 +344,7 @@ impl MemoryStore {
         subresource: Option<&str>,
     ) -> Result<Written, ApiError> {
         let mut object = object.clone();
-        default_namespace(&mut object);
+        self.default_namespace(&mut object);
         let key = ObjectKey::of(&object).ok_or_else(|| {
             ApiError::BadRequest("applied object has no apiVersion, kind or name".into())
         })?;
@@ -398,13 +504,19 @@ fn text<'a>(map: &'a Map<String, Value>, field: &str) -> &'a str {
     map.get(field).and_then(Value::as_str).unwrap_or("")
 }
 
-/// What the API server does with `metadata.namespace`: dropped for cluster-scoped kinds,
-/// `default` when a namespaced object has none.
-fn default_namespace(object: &mut Value) {
-    let Some(map) = object.as_object_mut() else {
-        return;
-    };
-    let cluster_scoped = is_cluster_scoped(text(map, "apiVersion"), text(map, "kind"));
+impl MemoryStore {
+    /// What the API server does with `metadata.namespace`: dropped for cluster-scoped
+    /// kinds, `default` when a namespaced object has none.
+    fn default_namespace(&self, object: &mut Value) {
+        let Some(map) = object.as_object_mut() else {
+            return;
+        };
+        let cluster_scoped = self.is_cluster_scoped(text(map, "apiVersion"), text(map, "kind"));
+        set_namespace(map, cluster_scoped);
+    }
+}
+
+fn set_namespace(map: &mut Map<String, Value>, cluster_scoped: bool) {
     let Some(meta) = map.get_mut("metadata").and_then(Value::as_object_mut) else {
         return;
     };
@@ -442,17 +554,44 @@ fn status_write(old: &Value, patched: &Value) -> Value {
     new
 }
 
-/// A write to the object itself ignores status for kinds that have a status subresource.
-fn main_write(old: &Value, mut patched: Value, key: &ObjectKey) -> Value {
-    if has_status_subresource(&key.api_version, &key.kind)
-        && let Some(map) = patched.as_object_mut()
-    {
-        match old.get("status") {
-            Some(status) => map.insert("status".into(), status.clone()),
-            None => map.remove("status"),
-        };
+impl MemoryStore {
+    /// A write to the object itself ignores status for kinds that have a status
+    /// subresource.
+    fn main_write(&self, old: &Value, mut patched: Value, key: &ObjectKey) -> Value {
+        if self.has_status_subresource(&key.api_version, &key.kind)
+            && let Some(map) = patched.as_object_mut()
+        {
+            match old.get("status") {
+                Some(status) => map.insert("status".into(), status.clone()),
+                None => map.remove("status"),
+            };
+        }
+        patched
     }
-    patched
+}
+
+/// The optimistic-concurrency check of a write: a `metadata.resourceVersion` it carries
+/// must be the stored one.
+pub fn check_resource_version(
+    stored: &Value,
+    write: &Value,
+    key: &ObjectKey,
+) -> Result<(), ApiError> {
+    let wanted = write
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .filter(|rv| !rv.is_empty());
+    match wanted {
+        Some(rv)
+            if Some(rv)
+                != stored
+                    .pointer("/metadata/resourceVersion")
+                    .and_then(Value::as_str) =>
+        {
+            Err(ApiError::Conflict(key.to_string()))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Built-in kinds served with a status subresource.
@@ -511,13 +650,14 @@ fn restore_immutable(old: &Value, new: &mut Value) {
     }
 }
 
-fn default_pod(pod: &mut Value) {
-    let Some(map) = pod.as_object_mut() else {
+/// A new Pod starts `Pending`, a new Namespace `Active`.
+fn default_status(object: &mut Value, phase: &str) {
+    let Some(map) = object.as_object_mut() else {
         return;
     };
     let status = map.entry("status").or_insert_with(|| json!({}));
     if let Some(status) = status.as_object_mut() {
-        status.entry("phase").or_insert_with(|| json!("Pending"));
+        status.entry("phase").or_insert_with(|| json!(phase));
     }
 }
 

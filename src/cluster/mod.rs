@@ -90,6 +90,7 @@ impl From<ApiError> for ClusterError {
             ApiError::Invalid(_) => "Invalid",
             ApiError::BadRequest(_) => "BadRequest",
             ApiError::UnsupportedMediaType(_) => "UnsupportedMediaType",
+            ApiError::Forbidden(_) => "Forbidden",
         };
         Self {
             kind: FailureKind::Http,
@@ -214,6 +215,27 @@ pub fn is_cluster_scoped(api_version: &str, kind: &str) -> bool {
     )
 }
 
+/// The `Status` reason the API server gives with an HTTP error status.
+pub fn status_reason(code: u16) -> &'static str {
+    match code {
+        400 => "BadRequest",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "NotFound",
+        405 => "MethodNotAllowed",
+        406 => "NotAcceptable",
+        409 => "Conflict",
+        410 => "Expired",
+        415 => "UnsupportedMediaType",
+        422 => "Invalid",
+        429 => "TooManyRequests",
+        500 => "InternalError",
+        503 => "ServiceUnavailable",
+        504 => "Timeout",
+        _ => "Unknown",
+    }
+}
+
 /// An error as the API server would answer it, with its HTTP status.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ApiError {
@@ -235,6 +257,9 @@ pub enum ApiError {
     /// 415: the patch type is not supported for this resource.
     #[error("unsupported media type {0}")]
     UnsupportedMediaType(String),
+    /// 403: the request is not allowed (e.g. content in a terminating namespace).
+    #[error("forbidden: {0}")]
+    Forbidden(String),
 }
 
 impl ApiError {
@@ -246,6 +271,7 @@ impl ApiError {
             ApiError::Invalid(_) => 422,
             ApiError::BadRequest(_) => 400,
             ApiError::UnsupportedMediaType(_) => 415,
+            ApiError::Forbidden(_) => 403,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! kstage's integration tests, built as one binary: the KWOK golden corpus, and the
 //! command line end to end.
 
+mod apiserver;
 mod cli;
 mod engine;
 mod examples;

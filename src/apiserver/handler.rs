@@ -1,0 +1,821 @@
+//! One request: authentication, routing, fault injection, then the verb (get, list,
+//! watch, create, update, patch, apply, delete, deletecollection) against [`State`].
+//!
+//! Helpers return `Err(response)` to answer early with an error; a response is built
+//! once per request, so its size in the `Result` does not matter.
+#![allow(clippy::result_large_err)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine as _;
+use bytes::Bytes;
+use http::{HeaderMap, Method, Request, Response, StatusCode, header};
+use http_body_util::{BodyExt, Limited};
+use serde_json::{Value, json};
+
+use super::reply::{self, Body};
+use super::request::{Query, Route, Target};
+use super::resources::Resource;
+use super::select::{FieldSelector, LabelSelector};
+use super::state::State;
+use super::{Server, table, watch};
+use crate::cluster::faults::{Fault, Verb};
+use crate::cluster::{ApiError, ObjectKey};
+use crate::patch::PatchType;
+
+/// The largest request body accepted (as a real API server: 3 MiB).
+const MAX_BODY: usize = 3 * 1024 * 1024;
+
+/// How a request ends without a response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Abort {
+    /// Reset the connection (RST).
+    #[error("connection reset (injected)")]
+    Reset,
+    /// Close the connection (FIN) without answering.
+    #[error("connection closed (injected)")]
+    Eof,
+}
+
+/// Serve one request.
+pub async fn handle<B>(server: Arc<Server>, req: Request<B>) -> Result<Response<Body>, Abort>
+where
+    B: hyper::body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    if let Some(token) = &server.config.token
+        && !authorized(req.headers(), token)
+    {
+        return Ok(reply::error(401, "Unauthorized", None));
+    }
+    let route = Route::parse(req.uri().path());
+    let query = Query::parse(req.uri().query());
+    let state = &server.state;
+    Ok(match route {
+        Route::Version => reply::json(StatusCode::OK, &version()),
+        Route::Health => {
+            let mut r = reply::json_bytes(StatusCode::OK, b"ok".to_vec());
+            r.headers_mut().insert(
+                header::CONTENT_TYPE,
+                http::HeaderValue::from_static("text/plain"),
+            );
+            r
+        }
+        Route::CoreVersions => reply::json(
+            StatusCode::OK,
+            &state.registry().core_versions(&server.address),
+        ),
+        Route::Groups => reply::json(StatusCode::OK, &state.registry().groups()),
+        Route::Group(g) => match state.registry().group(&g) {
+            Some(doc) => reply::json(StatusCode::OK, &doc),
+            None => reply::not_found(),
+        },
+        Route::Resources { group, version } => {
+            match state.registry().resource_list(&group, &version) {
+                Some(doc) => reply::json(StatusCode::OK, &doc),
+                None => reply::not_found(),
+            }
+        }
+        Route::Faults => faults(&server, req).await,
+        Route::OpenApiRoot => reply::json(StatusCode::OK, &state.registry().openapi_root()),
+        Route::OpenApi { group, version } => {
+            match state.registry().openapi_group_version(&group, &version) {
+                Some(doc) => reply::json(StatusCode::OK, &doc),
+                None => reply::not_found(),
+            }
+        }
+        Route::NotFound => reply::not_found(),
+        Route::Resource(target) => return resource(server.clone(), req, target, query).await,
+    })
+}
+
+fn authorized(headers: &HeaderMap, token: &str) -> bool {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .is_some_and(|t| t.trim() == token)
+}
+
+/// The Kubernetes version the server reports.
+fn version() -> Value {
+    json!({
+        "major": "1",
+        "minor": super::KUBERNETES_VERSION.trim_start_matches("v1.").split('.').next().unwrap_or("33"),
+        "gitVersion": format!("{}+kstage", super::KUBERNETES_VERSION),
+        "gitCommit": "",
+        "gitTreeState": "clean",
+        "buildDate": "2026-01-01T00:00:00Z",
+        "goVersion": "",
+        "compiler": "rustc",
+        "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
+    })
+}
+
+async fn read_body<B>(req: Request<B>) -> Result<Bytes, Response<Body>>
+where
+    B: hyper::body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    match Limited::new(req.into_body(), MAX_BODY).collect().await {
+        Ok(c) => Ok(c.to_bytes()),
+        Err(e) => Err(reply::error(
+            413,
+            &format!("the request body could not be read: {e}"),
+            None,
+        )),
+    }
+}
+
+/// `GET /kstage/faults`: the rules and counters; `PUT` with a spec (text, or JSON
+/// `{"spec": "..."}`) replaces the rules.
+async fn faults<B>(server: &Server, req: Request<B>) -> Response<Body>
+where
+    B: hyper::body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let faults = &server.faults;
+    match *req.method() {
+        Method::GET => {}
+        Method::PUT | Method::POST => {
+            let body = match read_body(req).await {
+                Ok(b) => b,
+                Err(r) => return r,
+            };
+            let text = String::from_utf8_lossy(&body);
+            let spec = match serde_json::from_str::<Value>(&text) {
+                Ok(Value::Object(m)) => m
+                    .get("spec")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_owned(),
+                _ => text.trim().to_owned(),
+            };
+            match spec.parse() {
+                Ok(spec) => faults.set_spec(spec),
+                Err(e) => return reply::error(400, &e.to_string(), None),
+            }
+        }
+        _ => return reply::error(405, "use GET or PUT", None),
+    }
+    let injected: Vec<Value> = faults
+        .injected_by_resource()
+        .into_iter()
+        .map(|(k, n)| json!({"verb": k.verb.as_str(), "resource": k.resource, "fault": k.fault.to_string(), "count": n}))
+        .collect();
+    let requests: serde_json::Map<String, Value> = faults
+        .requests()
+        .into_iter()
+        .map(|(v, n)| (v.as_str().to_owned(), json!(n)))
+        .collect();
+    reply::json(
+        StatusCode::OK,
+        &json!({"spec": faults.spec().to_string(), "requests": requests, "injected": injected}),
+    )
+}
+
+/// What a resource request does.
+fn verb_of(method: &Method, target: &Target, query: &Query, headers: &HeaderMap) -> Option<Verb> {
+    let named = target.name.is_some();
+    Some(match (method, named) {
+        (&Method::GET, true) => Verb::Get,
+        (&Method::GET, false) if query.flag("watch") => Verb::Watch,
+        (&Method::GET, false) => Verb::List,
+        (&Method::POST, false) => Verb::Create,
+        (&Method::PUT, true) => Verb::Update,
+        (&Method::PATCH, true) => {
+            let apply = headers
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .and_then(PatchType::from_content_type)
+                == Some(PatchType::Apply);
+            if apply { Verb::Apply } else { Verb::Patch }
+        }
+        (&Method::DELETE, _) => Verb::Delete,
+        _ => return None,
+    })
+}
+
+async fn resource<B>(
+    server: Arc<Server>,
+    req: Request<B>,
+    target: Target,
+    query: Query,
+) -> Result<Response<Body>, Abort>
+where
+    B: hyper::body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let Some(resource) =
+        server
+            .state
+            .registry()
+            .get(&target.group, &target.version, &target.plural)
+    else {
+        return Ok(reply::not_found());
+    };
+    if target.namespace.is_some() && !resource.namespaced {
+        return Ok(reply::not_found());
+    }
+    let subresource = target.subresource.as_deref();
+    if subresource.is_some_and(|s| s != "status" || !resource.status) {
+        return Ok(reply::not_found());
+    }
+    let Some(verb) = verb_of(req.method(), &target, &query, req.headers()) else {
+        return Ok(reply::error(
+            405,
+            "the server does not allow this method on the requested resource",
+            None,
+        ));
+    };
+    if query.get("dryRun").is_some() {
+        return Ok(reply::error(
+            400,
+            "dryRun is not supported by the embedded API server",
+            None,
+        ));
+    }
+    let mut close_after = None;
+    if let Some(fault) = server.faults.draw_for(verb, &resource.plural) {
+        match fault {
+            Fault::Refused | Fault::Reset => return Err(Abort::Reset),
+            Fault::Eof => return Err(Abort::Eof),
+            Fault::Timeout => {
+                tokio::time::sleep(server.config.fault_timeout).await;
+                return Ok(reply::error(
+                    504,
+                    "Timeout: request did not complete within the allowed duration (injected)",
+                    None,
+                ));
+            }
+            Fault::Status { code, retry_after } => {
+                return Ok(injected_status(code, retry_after));
+            }
+            Fault::Close => {
+                let max = server.config.watch_close_max.as_secs_f64();
+                close_after = Some(Duration::from_secs_f64(server.faults.unit() * max));
+            }
+        }
+    }
+    let namespace = target.namespace.as_deref();
+    let name = target.name.as_deref();
+    let r = &resource;
+    Ok(match verb {
+        Verb::Get => get(&server.state, r, &target, req.headers(), &server),
+        Verb::List => list(&server, r, namespace, &query, req.headers()),
+        Verb::Watch => watch::start(
+            server.clone(),
+            resource.clone(),
+            namespace,
+            &query,
+            req.headers(),
+            close_after,
+        ),
+        Verb::Create => {
+            let body = match read_body(req).await {
+                Ok(b) => b,
+                Err(resp) => return Ok(resp),
+            };
+            create(&server.state, r, namespace, &body)
+        }
+        Verb::Update => {
+            let body = match read_body(req).await {
+                Ok(b) => b,
+                Err(resp) => return Ok(resp),
+            };
+            update(&server.state, r, &target, &body)
+        }
+        Verb::Patch | Verb::Apply => {
+            let content_type = req
+                .headers()
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("")
+                .to_owned();
+            let body = match read_body(req).await {
+                Ok(b) => b,
+                Err(resp) => return Ok(resp),
+            };
+            patch(&server.state, r, &target, &query, &content_type, &body)
+        }
+        Verb::Delete => {
+            let body = match read_body(req).await {
+                Ok(b) => b,
+                Err(resp) => return Ok(resp),
+            };
+            match name {
+                Some(_) => delete(&server.state, r, &target, &query, &body),
+                None => delete_collection(&server, r, namespace, &query, &body),
+            }
+        }
+        Verb::Event => reply::not_found(),
+    })
+}
+
+fn injected_status(code: u16, retry_after: Option<Duration>) -> Response<Body> {
+    let details = retry_after.map(|d| json!({"retryAfterSeconds": d.as_secs_f64().ceil() as u64}));
+    let message = match code {
+        429 => "Too many requests, please try again later. (injected)".to_owned(),
+        409 => "Operation cannot be fulfilled: the object has been modified; please apply your changes to the latest version and try again (injected)".to_owned(),
+        _ => format!("{} (injected)", crate::cluster::status_reason(code)),
+    };
+    let mut response = reply::error(code, &message, details);
+    if let Some(d) = retry_after {
+        let secs = (d.as_secs_f64().ceil() as u64).max(1);
+        if let Ok(v) = http::HeaderValue::from_str(&secs.to_string()) {
+            response.headers_mut().insert(header::RETRY_AFTER, v);
+        }
+    }
+    response
+}
+
+fn key_of(resource: &Resource, namespace: Option<&str>, name: &str) -> ObjectKey {
+    ObjectKey {
+        api_version: resource.api_version(),
+        kind: resource.kind.clone(),
+        namespace: if resource.namespaced {
+            namespace.unwrap_or("").to_owned()
+        } else {
+            String::new()
+        },
+        name: name.to_owned(),
+    }
+}
+
+fn wants_table(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(table::wants_table)
+}
+
+fn get(
+    state: &State,
+    resource: &Resource,
+    target: &Target,
+    headers: &HeaderMap,
+    server: &Server,
+) -> Response<Body> {
+    let name = target.name.as_deref().unwrap_or("");
+    let key = key_of(resource, target.namespace.as_deref(), name);
+    match state.get(&key) {
+        Ok(object) if wants_table(headers) => {
+            let rv = object
+                .pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned();
+            reply::json(
+                StatusCode::OK,
+                &table::table(resource, &[&object], &rv, server.clock.now()),
+            )
+        }
+        Ok(object) => reply::json(StatusCode::OK, &object),
+        Err(e) => reply::api_error(resource, name, &e),
+    }
+}
+
+/// The selectors of a list or watch, parsed.
+pub struct Filter {
+    /// Labels.
+    pub labels: LabelSelector,
+    /// Fields.
+    pub fields: FieldSelector,
+}
+
+impl Filter {
+    /// Parse the selectors of `query` for objects of `resource`.
+    pub fn parse(resource: &Resource, query: &Query) -> Result<Self, Response<Body>> {
+        let labels = LabelSelector::parse(query.get("labelSelector").unwrap_or(""))
+            .map_err(|e| reply::error(400, &e.0, None))?;
+        let fields = FieldSelector::parse(
+            query.get("fieldSelector").unwrap_or(""),
+            &resource.kind,
+            resource.builtin,
+        )
+        .map_err(|e| reply::error(400, &e.0, None))?;
+        Ok(Self { labels, fields })
+    }
+
+    /// Whether `object` passes both selectors.
+    pub fn matches(&self, object: &Value) -> bool {
+        self.labels.matches(object) && self.fields.matches(object)
+    }
+
+    /// The namespace to read: the path's, else one a field selector pins.
+    pub fn namespace<'a>(&'a self, path: Option<&'a str>) -> Option<&'a str> {
+        path.or_else(|| self.fields.pinned("metadata.namespace"))
+    }
+}
+
+/// A `continue` token: where the next page starts.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Continue {
+    rv: u64,
+    ns: String,
+    name: String,
+}
+
+fn list(
+    server: &Server,
+    resource: &Resource,
+    namespace: Option<&str>,
+    query: &Query,
+    headers: &HeaderMap,
+) -> Response<Body> {
+    let filter = match Filter::parse(resource, query) {
+        Ok(f) => f,
+        Err(r) => return r,
+    };
+    let limit: usize = query.get("limit").and_then(|l| l.parse().ok()).unwrap_or(0);
+    let after = match query.get("continue") {
+        None => None,
+        Some(token) => match decode_continue(token) {
+            Some(c) => Some(key_of(resource, Some(&c.ns), &c.name)),
+            None => return reply::error(400, "invalid continue token", None),
+        },
+    };
+    let namespace = filter.namespace(namespace);
+    let listed = match (filter.fields.pinned("metadata.name"), namespace) {
+        // One object by name: no scan.
+        (Some(name), ns) if after.is_none() && (ns.is_some() || !resource.namespaced) => {
+            let key = key_of(resource, ns, name);
+            let items: Vec<_> = server
+                .state
+                .get(&key)
+                .ok()
+                .filter(|o| filter.matches(o))
+                .into_iter()
+                .collect();
+            super::state::Listed {
+                items,
+                rv: server.state.resource_version(),
+                more_after: None,
+            }
+        }
+        _ => server
+            .state
+            .list(resource, namespace, after.as_ref(), limit, |o| {
+                filter.matches(o)
+            }),
+    };
+    let rv = listed.rv.to_string();
+    if wants_table(headers) {
+        let objects: Vec<&Value> = listed.items.iter().map(|o| &**o).collect();
+        let mut t = table::table(resource, &objects, &rv, server.clock.now());
+        if let Some(after) = &listed.more_after {
+            t["metadata"]["continue"] = json!(encode_continue(listed.rv, after));
+        }
+        return reply::json(StatusCode::OK, &t);
+    }
+    let mut metadata = json!({"resourceVersion": rv});
+    if let Some(after) = &listed.more_after {
+        metadata["continue"] = json!(encode_continue(listed.rv, after));
+    }
+    // Written piece by piece: the items are not copied into one big value.
+    let mut out = Vec::with_capacity(256 + listed.items.len() * 1024);
+    out.extend_from_slice(b"{\"kind\":");
+    let _ = serde_json::to_writer(&mut out, &format!("{}List", resource.kind));
+    out.extend_from_slice(b",\"apiVersion\":");
+    let _ = serde_json::to_writer(&mut out, &resource.api_version());
+    out.extend_from_slice(b",\"metadata\":");
+    let _ = serde_json::to_writer(&mut out, &metadata);
+    out.extend_from_slice(b",\"items\":[");
+    for (i, item) in listed.items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        let _ = serde_json::to_writer(&mut out, &**item);
+    }
+    out.extend_from_slice(b"]}");
+    reply::json_bytes(StatusCode::OK, out)
+}
+
+fn encode_continue(rv: u64, after: &ObjectKey) -> String {
+    let c = Continue {
+        rv,
+        ns: after.namespace.clone(),
+        name: after.name.clone(),
+    };
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .encode(serde_json::to_vec(&c).unwrap_or_default())
+}
+
+fn decode_continue(token: &str) -> Option<Continue> {
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(token)
+        .ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// Parse a body as a JSON object.
+fn object_body(body: &[u8]) -> Result<Value, Response<Body>> {
+    match serde_json::from_slice::<Value>(body) {
+        Ok(v @ Value::Object(_)) => Ok(v),
+        Ok(_) => Err(reply::error(400, "the body must be a JSON object", None)),
+        Err(e) => match std::str::from_utf8(body).ok().map(crate::yaml::to_json) {
+            Some(Ok(v @ Value::Object(_))) => Ok(v),
+            _ => Err(reply::error(
+                400,
+                &format!("the body could not be decoded: {e}"),
+                None,
+            )),
+        },
+    }
+}
+
+/// Fill in or check what the path says of an object: apiVersion, kind, namespace, name.
+fn conform(
+    resource: &Resource,
+    namespace: Option<&str>,
+    name: Option<&str>,
+    object: &mut Value,
+) -> Result<(), Response<Body>> {
+    let api_version = resource.api_version();
+    let Some(map) = object.as_object_mut() else {
+        return Err(reply::error(400, "the body must be a JSON object", None));
+    };
+    for (field, wanted) in [
+        ("apiVersion", api_version.as_str()),
+        ("kind", resource.kind.as_str()),
+    ] {
+        match map.get(field).and_then(Value::as_str) {
+            None | Some("") => {
+                map.insert(field.into(), json!(wanted));
+            }
+            Some(v) if v == wanted => {}
+            Some(v) => {
+                return Err(reply::error(
+                    400,
+                    &format!("{field} {v:?} does not match the request path ({wanted:?})"),
+                    None,
+                ));
+            }
+        }
+    }
+    let meta = map.entry("metadata").or_insert_with(|| json!({}));
+    let Some(meta) = meta.as_object_mut() else {
+        return Err(reply::error(400, "metadata must be an object", None));
+    };
+    if resource.namespaced
+        && let Some(ns) = namespace
+    {
+        match meta.get("namespace").and_then(Value::as_str) {
+            None | Some("") => {
+                meta.insert("namespace".into(), json!(ns));
+            }
+            Some(v) if v == ns => {}
+            Some(_) => {
+                return Err(reply::error(
+                    400,
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                    None,
+                ));
+            }
+        }
+    }
+    if let Some(name) = name {
+        match meta.get("name").and_then(Value::as_str) {
+            None | Some("") => {
+                meta.insert("name".into(), json!(name));
+            }
+            Some(v) if v == name => {}
+            Some(_) => {
+                return Err(reply::error(
+                    400,
+                    "the name of the object does not match the name on the URL",
+                    None,
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn name_in(object: &Value) -> &str {
+    object
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
+fn create(
+    state: &State,
+    resource: &Resource,
+    namespace: Option<&str>,
+    body: &[u8],
+) -> Response<Body> {
+    if resource.namespaced && namespace.is_none() {
+        return reply::not_found();
+    }
+    let mut object = match object_body(body) {
+        Ok(o) => o,
+        Err(r) => return r,
+    };
+    if let Err(r) = conform(resource, namespace, None, &mut object) {
+        return r;
+    }
+    let name = name_in(&object).to_owned();
+    match state.create(object) {
+        Ok(created) => reply::json(StatusCode::CREATED, &created),
+        Err(ApiError::NotFound(_)) => reply::error(
+            404,
+            &format!("namespaces {:?} not found", namespace.unwrap_or("")),
+            Some(json!({"name": namespace.unwrap_or(""), "kind": "namespaces"})),
+        ),
+        Err(e) => reply::api_error(resource, &name, &e),
+    }
+}
+
+fn update(state: &State, resource: &Resource, target: &Target, body: &[u8]) -> Response<Body> {
+    let name = target.name.as_deref().unwrap_or("");
+    let mut object = match object_body(body) {
+        Ok(o) => o,
+        Err(r) => return r,
+    };
+    if let Err(r) = conform(
+        resource,
+        target.namespace.as_deref(),
+        Some(name),
+        &mut object,
+    ) {
+        return r;
+    }
+    let key = key_of(resource, target.namespace.as_deref(), name);
+    match state.update(&key, object, target.subresource.as_deref()) {
+        Ok(o) => reply::json(StatusCode::OK, &o),
+        Err(e) => reply::api_error(resource, name, &e),
+    }
+}
+
+fn patch(
+    state: &State,
+    resource: &Resource,
+    target: &Target,
+    query: &Query,
+    content_type: &str,
+    body: &[u8],
+) -> Response<Body> {
+    let name = target.name.as_deref().unwrap_or("");
+    let unsupported = || {
+        reply::api_error(
+            resource,
+            name,
+            &ApiError::UnsupportedMediaType(content_type.to_owned()),
+        )
+    };
+    let Some(patch_type) = PatchType::from_content_type(content_type) else {
+        return unsupported();
+    };
+    if patch_type == PatchType::Strategic && !resource.builtin {
+        return unsupported();
+    }
+    let subresource = target.subresource.as_deref();
+    let key = key_of(resource, target.namespace.as_deref(), name);
+    if patch_type == PatchType::Apply {
+        if query.get("fieldManager").is_none() {
+            return reply::error(
+                400,
+                "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
+                None,
+            );
+        }
+        let mut object = match object_body(body) {
+            Ok(o) => o,
+            Err(r) => return r,
+        };
+        if object.get("apiVersion").is_none() || object.get("kind").is_none() {
+            return reply::error(
+                400,
+                "apiVersion and kind must be set in an applied object",
+                None,
+            );
+        }
+        if let Err(r) = conform(
+            resource,
+            target.namespace.as_deref(),
+            Some(name),
+            &mut object,
+        ) {
+            return r;
+        }
+        // Custom resources merge; built-in kinds merge lists by their keys.
+        let as_type = if resource.builtin {
+            PatchType::Apply
+        } else {
+            PatchType::Merge
+        };
+        return match state.apply(object, as_type, subresource) {
+            Ok((o, true)) => reply::json(StatusCode::CREATED, &o),
+            Ok((o, false)) => reply::json(StatusCode::OK, &o),
+            Err(e) => reply::api_error(resource, name, &e),
+        };
+    }
+    let data: Value = match serde_json::from_slice(body) {
+        Ok(v) => v,
+        Err(e) => return reply::error(400, &format!("the patch could not be decoded: {e}"), None),
+    };
+    match (patch_type, &data) {
+        (PatchType::Json, Value::Array(_)) => {}
+        (PatchType::Json, _) => {
+            return reply::error(400, "a JSON patch must be a list of operations", None);
+        }
+        (_, Value::Object(_)) => {}
+        _ => return reply::error(400, "a merge patch must be a JSON object", None),
+    }
+    match state.patch(&key, patch_type, subresource, data) {
+        Ok(o) => reply::json(StatusCode::OK, &o),
+        Err(e) => reply::api_error(resource, name, &e),
+    }
+}
+
+/// The grace period of a delete: the query's, else the body's `DeleteOptions`.
+fn grace_period(query: &Query, options: &Value) -> Option<i64> {
+    query
+        .get("gracePeriodSeconds")
+        .and_then(|g| g.parse().ok())
+        .or_else(|| options.get("gracePeriodSeconds").and_then(Value::as_i64))
+}
+
+fn delete(
+    state: &State,
+    resource: &Resource,
+    target: &Target,
+    query: &Query,
+    body: &[u8],
+) -> Response<Body> {
+    let name = target.name.as_deref().unwrap_or("");
+    let options: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    let key = key_of(resource, target.namespace.as_deref(), name);
+    if let Some(pre) = options.get("preconditions").filter(|p| p.is_object()) {
+        let current = match state.get(&key) {
+            Ok(o) => o,
+            Err(e) => return reply::api_error(resource, name, &e),
+        };
+        for (field, pointer) in [
+            ("uid", "/metadata/uid"),
+            ("resourceVersion", "/metadata/resourceVersion"),
+        ] {
+            if let Some(wanted) = pre.get(field).and_then(Value::as_str)
+                && current.pointer(pointer).and_then(Value::as_str) != Some(wanted)
+            {
+                return reply::api_error(resource, name, &ApiError::Conflict(key.to_string()));
+            }
+        }
+    }
+    match state.delete(&key, grace_period(query, &options)) {
+        // Pods answer with the deleted object, other kinds with a Status (as a real
+        // server does).
+        Ok((o, true)) if resource.kind != "Pod" || !resource.builtin => reply::json(
+            StatusCode::OK,
+            &json!({
+                "kind": "Status",
+                "apiVersion": "v1",
+                "metadata": {},
+                "status": "Success",
+                "details": {"name": name, "group": resource.group, "kind": resource.plural, "uid": o.pointer("/metadata/uid")},
+            }),
+        ),
+        Ok((o, _)) => reply::json(StatusCode::OK, &o),
+        Err(e) => reply::api_error(resource, name, &e),
+    }
+}
+
+fn delete_collection(
+    server: &Server,
+    resource: &Resource,
+    namespace: Option<&str>,
+    query: &Query,
+    body: &[u8],
+) -> Response<Body> {
+    let filter = match Filter::parse(resource, query) {
+        Ok(f) => f,
+        Err(r) => return r,
+    };
+    let options: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    let grace = grace_period(query, &options);
+    let listed = server
+        .state
+        .list(resource, filter.namespace(namespace), None, 0, |o| {
+            filter.matches(o)
+        });
+    let mut items = Vec::new();
+    for object in listed.items {
+        let Some(key) = ObjectKey::of(&object) else {
+            continue;
+        };
+        if let Ok((o, _)) = server.state.delete(&key, grace) {
+            items.push(o);
+        }
+    }
+    reply::json(
+        StatusCode::OK,
+        &json!({
+            "kind": format!("{}List", resource.kind),
+            "apiVersion": resource.api_version(),
+            "metadata": {"resourceVersion": server.state.resource_version().to_string()},
+            "items": items.iter().map(|o| &**o).collect::<Vec<&Value>>(),
+        }),
+    )
+}

@@ -1,0 +1,125 @@
+//! Responses: JSON bodies, streamed bodies, and Kubernetes `Status` errors with the
+//! reason, code and message a real API server gives.
+
+use std::convert::Infallible;
+
+use bytes::Bytes;
+use http::{HeaderValue, Response, StatusCode, header};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full, StreamBody};
+use hyper::body::Frame;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use super::resources::Resource;
+use crate::cluster::{ApiError, status_reason};
+
+/// A response body: whole, or streamed (watches).
+pub type Body = BoxBody<Bytes, Infallible>;
+
+/// A response with a JSON body.
+pub fn json_bytes(status: StatusCode, body: Vec<u8>) -> Response<Body> {
+    let mut response = Response::new(Full::new(Bytes::from(body)).boxed());
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// A response with `value` as JSON.
+pub fn json(status: StatusCode, value: &Value) -> Response<Body> {
+    json_bytes(status, serde_json::to_vec(value).unwrap_or_default())
+}
+
+/// A streamed JSON response fed by `rx` (one chunk per message).
+pub fn stream(rx: mpsc::Receiver<Bytes>) -> Response<Body> {
+    let frames = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv()
+            .await
+            .map(|chunk| (Ok::<_, Infallible>(Frame::data(chunk)), rx))
+    });
+    let mut response = Response::new(StreamBody::new(frames).boxed());
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    response
+}
+
+/// A `Status` body for an error.
+pub fn status_body(code: u16, reason: &str, message: &str, details: Option<Value>) -> Value {
+    let mut status = json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    });
+    if let Some(d) = details {
+        status["details"] = d;
+    }
+    status
+}
+
+/// An error response with a `Status` body.
+pub fn error(code: u16, message: &str, details: Option<Value>) -> Response<Body> {
+    let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    json(
+        status,
+        &status_body(code, status_reason(code), message, details),
+    )
+}
+
+/// 404 for a path that names no resource.
+pub fn not_found() -> Response<Body> {
+    error(
+        404,
+        "the server could not find the requested resource",
+        None,
+    )
+}
+
+/// `pods` or `stages.kwok.x-k8s.io`, as errors name a resource.
+pub fn qualified(resource: &Resource) -> String {
+    if resource.group.is_empty() {
+        resource.plural.clone()
+    } else {
+        format!("{}.{}", resource.plural, resource.group)
+    }
+}
+
+/// The response to a store error about object `name` of `resource`.
+pub fn api_error(resource: &Resource, name: &str, e: &ApiError) -> Response<Body> {
+    let what = qualified(resource);
+    let details = json!({"name": name, "group": resource.group, "kind": resource.plural});
+    let message = match e {
+        ApiError::NotFound(_) => format!("{what} {name:?} not found"),
+        ApiError::AlreadyExists(_) => format!("{what} {name:?} already exists"),
+        ApiError::Conflict(_) => format!(
+            "Operation cannot be fulfilled on {what} {name:?}: the object has been modified; please apply your changes to the latest version and try again"
+        ),
+        ApiError::Invalid(m) => format!("{} {name:?} is invalid: {m}", resource.kind),
+        ApiError::BadRequest(m) | ApiError::Forbidden(m) => m.clone(),
+        ApiError::UnsupportedMediaType(_) => format!(
+            "the body of the request was in an unknown format - accepted media types include: {}",
+            accepted_patch_types(resource)
+        ),
+    };
+    error(e.status(), &message, Some(details))
+}
+
+/// The PATCH content types a resource accepts.
+pub fn accepted_patch_types(resource: &Resource) -> &'static str {
+    if resource.builtin {
+        "application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml"
+    } else {
+        "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
+    }
+}

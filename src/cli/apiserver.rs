@@ -1,0 +1,112 @@
+//! `kstage apiserver`: serve the embedded Kubernetes API server and write a kubeconfig.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use serde_json::Value;
+
+use crate::apiserver::{ApiServer, Config};
+use crate::cluster::faults::FaultSpec;
+
+/// Serve a Kubernetes-compatible API server from memory.
+#[derive(Debug, clap::Args)]
+pub struct ApiServerArgs {
+    /// Address to listen on (loopback by default: the server has no authorization).
+    #[arg(long, default_value = "127.0.0.1")]
+    address: IpAddr,
+    /// Port; 0 picks a free one.
+    #[arg(long, default_value_t = 0)]
+    port: u16,
+    /// Serve HTTPS with a generated certificate authority (written into the kubeconfig).
+    #[arg(long)]
+    tls: bool,
+    /// Require this bearer token (written into the kubeconfig).
+    #[arg(long, env = "KSTAGE_APISERVER_TOKEN")]
+    token: Option<String>,
+    /// Where to write the kubeconfig.
+    #[arg(long, default_value = "kstage.kubeconfig")]
+    kubeconfig: PathBuf,
+    /// Objects to create at start (YAML files or folders; CRDs first).
+    #[arg(long = "load", num_args = 1..)]
+    load: Vec<PathBuf>,
+    /// Faults to inject: `VERB[/RESOURCE]:FAULT=RATE,...` (see `kstage apiserver --help`);
+    /// changeable at runtime with `PUT /kstage/faults`.
+    #[arg(long, default_value = "")]
+    faults: FaultSpec,
+    /// Seed of the fault draws.
+    #[arg(long, default_value_t = 1)]
+    fault_seed: u64,
+    /// How long a request drawn for `timeout` hangs before its 504.
+    #[arg(long, default_value = "5s", value_parser = super::duration::parse_std_duration)]
+    fault_timeout: Duration,
+    /// A watch drawn for `close` is closed after a random time below this.
+    #[arg(long, default_value = "2s", value_parser = super::duration::parse_std_duration)]
+    watch_close_max: Duration,
+    /// Watch events kept per kind; a watch from an older resourceVersion gets 410 Gone.
+    #[arg(long, default_value_t = 50_000)]
+    history: usize,
+}
+
+impl ApiServerArgs {
+    fn config(&self) -> Config {
+        Config {
+            address: SocketAddr::new(self.address, self.port),
+            tls: self.tls,
+            token: self.token.clone(),
+            faults: self.faults.clone(),
+            fault_seed: self.fault_seed,
+            fault_timeout: self.fault_timeout,
+            watch_close_max: self.watch_close_max,
+            history_limit: self.history,
+        }
+    }
+}
+
+/// Objects from files and folders, CustomResourceDefinitions and Namespaces first.
+pub(super) fn objects_to_load(paths: &[PathBuf]) -> anyhow::Result<Vec<Value>> {
+    let mut objects = super::read_objects(paths)?;
+    let rank = |o: &Value| match o.get("kind").and_then(Value::as_str) {
+        Some("CustomResourceDefinition") => 0,
+        Some("Namespace") => 1,
+        _ => 2,
+    };
+    objects.sort_by_key(rank);
+    Ok(objects)
+}
+
+pub(super) fn run(args: ApiServerArgs) -> anyhow::Result<ExitCode> {
+    let objects = objects_to_load(&args.load)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let server = ApiServer::start(args.config())
+            .await
+            .with_context(|| format!("cannot listen on {}:{}", args.address, args.port))?;
+        for object in objects {
+            let name = crate::cluster::ObjectKey::of(&object)
+                .map_or_else(|| "an object without a name".to_owned(), |k| k.to_string());
+            server
+                .server()
+                .state
+                .create(object)
+                .with_context(|| format!("cannot load {name}"))?;
+        }
+        server
+            .write_kubeconfig(&args.kubeconfig)
+            .with_context(|| format!("cannot write {}", args.kubeconfig.display()))?;
+        eprintln!(
+            "kstage apiserver: serving {} (Kubernetes {})\n  kubeconfig: {}\n  try: kubectl --kubeconfig {} get nodes,pods -A",
+            server.url(),
+            crate::apiserver::KUBERNETES_VERSION,
+            args.kubeconfig.display(),
+            args.kubeconfig.display()
+        );
+        tokio::signal::ctrl_c().await?;
+        eprintln!("kstage apiserver: stopped");
+        anyhow::Ok(ExitCode::SUCCESS)
+    })
+}
