@@ -19,7 +19,8 @@
 //! - [`decide`]: the three delegated decisions as traits, with the built-in answers.
 //! - [`plugin`]: the WebAssembly host for the selector, renderer and classifier plugins.
 //! - [`cluster`]: the API boundary; [`cluster::memory`] is the in-memory store.
-//! - [`apiserver`]: the embedded Kubernetes API server (real HTTP) over that store.
+//! - [`apiserver`]: the embedded Kubernetes API server (real HTTP) over that store;
+//!   [`bench`]: benchmarks against an API server.
 //! - [`sim`]: deterministic simulation; [`explain`]: `kstage stage explain`.
 //! - [`clock`], [`rng`]: injected time and randomness; [`cli`]: the command line.
 
@@ -35,6 +36,7 @@ pub mod decide;
 pub mod plugin;
 pub mod cluster;
 pub mod apiserver;
+pub mod bench;
 pub mod engine;
 pub mod sim;
 pub mod explain;

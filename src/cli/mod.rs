@@ -4,6 +4,7 @@
 //! input has problems (lint findings, invalid Stage, bad object), 2 usage errors.
 
 mod apiserver;
+mod bench;
 mod duration;
 mod explain;
 mod bench_plugin;
@@ -43,6 +44,8 @@ pub enum Command {
     Plugin(plugin::PluginCommand),
     /// Serve an embedded Kubernetes API server (for kubectl and kube-rs) from memory.
     Apiserver(apiserver::ApiServerArgs),
+    /// Benchmark an API server (embedded or a cluster's) as the engine uses it.
+    Bench(bench::BenchArgs),
 }
 
 /// `kstage stage ...`.
@@ -83,6 +86,7 @@ pub fn main() -> ExitCode {
         Command::Sim(a) => sim::run(a),
         Command::Plugin(c) => plugin::run(c),
         Command::Apiserver(a) => apiserver::run(a),
+        Command::Bench(a) => bench::run(a),
     };
     match result {
         Ok(code) => code,

@@ -7,6 +7,7 @@ mod engine;
 mod examples;
 mod fixtures;
 mod golden;
+mod kubectl;
 mod plugin;
 mod plugin_sim;
 mod sim;
@@ -19,6 +20,14 @@ pub fn kwok_dir() -> PathBuf {
     std::env::var_os("KSTAGE_KWOK_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/kwok"))
+}
+
+/// A fresh scratch folder for a test, named by `tag` and the process.
+pub fn scratch(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("kstage-it-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch folder");
+    dir
 }
 
 /// The project root.

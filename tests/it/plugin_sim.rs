@@ -26,10 +26,7 @@ fn start() -> DateTime<Utc> {
 }
 
 fn folder(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("kstage-it-plugin-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
+    crate::scratch(&format!("plugin-{tag}"))
 }
 
 /// Two Stages per pod with JSON templates; `annotations` go on the first.

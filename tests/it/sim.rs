@@ -12,10 +12,7 @@ fn write(dir: &std::path::Path, name: &str, text: &str) -> String {
 }
 
 fn tempdir(tag: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("kstage-it-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
+    crate::scratch(tag)
 }
 
 /// Run a `kstage` command that must fail with exit code 1; its stderr must name every
