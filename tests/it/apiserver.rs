@@ -874,3 +874,56 @@ async fn the_raw_patch_benchmark_patches_and_cleans_up() {
         "cleaned up"
     );
 }
+
+/// `kstage apiserver` as a process: it loads objects, writes a kubeconfig with its
+/// token, and serves kube-rs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_apiserver_command_serves_what_it_loaded() {
+    use std::io::BufRead as _;
+    let dir = crate::scratch("apiserver-cmd");
+    let kubeconfig = dir.join("kubeconfig");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kstage"))
+        .args(["apiserver", "--tls", "--token", "t0ken", "--kubeconfig"])
+        .arg(&kubeconfig)
+        .args(["--load", "examples/objects", "--faults", "delete:500=1"])
+        .current_dir(crate::root())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("kstage apiserver starts");
+    // The first line on stderr says it serves, after the kubeconfig is written.
+    let stderr = child.stderr.take().expect("stderr");
+    let first = tokio::task::spawn_blocking(move || {
+        let mut line = String::new();
+        std::io::BufReader::new(stderr)
+            .read_line(&mut line)
+            .expect("read");
+        line
+    })
+    .await
+    .expect("line");
+    assert!(first.contains("serving https://127.0.0.1:"), "{first}");
+    let text = std::fs::read_to_string(&kubeconfig).expect("kubeconfig written");
+    assert!(text.contains("token: \"t0ken\"") && text.contains("certificate-authority-data"));
+    let config = KubeConfig::from_custom_kubeconfig(
+        Kubeconfig::from_yaml(&text).expect("kubeconfig"),
+        &KubeConfigOptions::default(),
+    )
+    .await
+    .expect("config");
+    let client = Client::try_from(config).expect("client");
+    let nodes: Api<Node> = Api::all(client.clone());
+    let listed = nodes.list(&ListParams::default()).await;
+    let pods: Api<Pod> = Api::namespaced(client, "default");
+    let deleted = pods.delete("web", &DeleteParams::default()).await;
+    child.kill().expect("stopped");
+    let _ = child.wait();
+    assert_eq!(
+        listed.expect("nodes").items.len(),
+        2,
+        "the example nodes were loaded"
+    );
+    assert_eq!(
+        status_code(&deleted.expect_err("faults flag applies")),
+        Some(500)
+    );
+}
