@@ -429,10 +429,10 @@ fn list(
         Err(r) => return r,
     };
     let limit: usize = query.get("limit").and_then(|l| l.parse().ok()).unwrap_or(0);
-    let after = match query.get("continue") {
-        None => None,
+    let (after, at) = match query.get("continue") {
+        None => (None, None),
         Some(token) => match decode_continue(token) {
-            Some(c) => Some(key_of(resource, Some(&c.ns), &c.name)),
+            Some(c) => (Some(key_of(resource, Some(&c.ns), &c.name)), Some(c.rv)),
             None => return reply::error(400, "invalid continue token", None),
         },
     };
@@ -454,11 +454,23 @@ fn list(
                 more_after: None,
             }
         }
-        _ => server
+        _ => match server
             .state
-            .list(resource, namespace, after.as_ref(), limit, |o| {
+            .list(resource, namespace, after.as_ref(), limit, at, |o| {
                 filter.matches(o)
-            }),
+            }) {
+            Ok(listed) => listed,
+            Err(expired) => {
+                return reply::error(
+                    410,
+                    &format!(
+                        "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter (the oldest version kept is {}).",
+                        expired.oldest
+                    ),
+                    None,
+                );
+            }
+        },
     };
     let rv = listed.rv.to_string();
     if wants_table(headers) {
@@ -797,11 +809,13 @@ fn delete_collection(
     let grace = grace_period(query, &options);
     let listed = server
         .state
-        .list(resource, filter.namespace(namespace), None, 0, |o| {
+        .list(resource, filter.namespace(namespace), None, 0, None, |o| {
             filter.matches(o)
-        });
+        })
+        .map(|l| l.items)
+        .unwrap_or_default();
     let mut items = Vec::new();
-    for object in listed.items {
+    for object in listed {
         let Some(key) = ObjectKey::of(&object) else {
             continue;
         };

@@ -9,7 +9,7 @@
 //! watcher O(1) per event. A history keeps its last `history_limit` events; a watch from
 //! an older resourceVersion gets 410 Gone.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 
 use serde_json::{Value, json};
@@ -282,21 +282,64 @@ impl State {
     }
 
     /// The objects of a resource in `namespace` (all when `None`) that `keep` accepts,
-    /// in key order after `after`, at most `limit` (0: all).
+    /// in key order after `after`, at most `limit` (0: all), as they were at
+    /// resourceVersion `at` (`None`: now).
+    ///
+    /// A list continued page by page reads every page at the first page's version, as a
+    /// real API server does: a client then watches from that version and misses nothing.
+    /// Objects changed since are taken back to their state then from the kind's watch
+    /// history ([`Expired`] when it no longer reaches back that far).
     pub fn list(
         &self,
         resource: &Resource,
         namespace: Option<&str>,
         after: Option<&ObjectKey>,
         limit: usize,
+        at: Option<u64>,
         keep: impl Fn(&Value) -> bool,
-    ) -> Listed {
-        let store = self.store();
+    ) -> Result<Listed, Expired> {
         let api_version = resource.api_version();
+        let channel = self.channel(&api_version, &resource.kind);
+        let store = self.store();
+        let now = store.resource_version();
+        let rv = at.unwrap_or(now).min(now);
+        // Each object changed since `rv`, with its state at `rv` (`None`: absent then).
+        let mut then: BTreeMap<ObjectKey, Option<Arc<Value>>> = BTreeMap::new();
+        if rv < now {
+            for record in channel.after(rv)? {
+                if let Some(key) = ObjectKey::of(&record.object) {
+                    then.entry(key).or_insert_with(|| record.prev.clone());
+                }
+            }
+        }
+        let in_scope = |k: &ObjectKey| {
+            namespace.is_none_or(|ns| k.namespace == ns) && after.is_none_or(|a| k > a)
+        };
+        let mut current = store
+            .range(&api_version, &resource.kind, namespace, after)
+            .filter(|(k, _)| !then.contains_key(*k))
+            .peekable();
+        let mut past = then
+            .iter()
+            .filter(|(k, _)| in_scope(k))
+            .filter_map(|(k, v)| v.as_ref().map(|v| (k, v)))
+            .peekable();
         let mut items = Vec::new();
         let mut more_after = None;
         let mut last: Option<&ObjectKey> = None;
-        for (key, object) in store.range(&api_version, &resource.kind, namespace, after) {
+        loop {
+            let take_past = match (current.peek(), past.peek()) {
+                (None, None) => break,
+                (Some(_), None) => false,
+                (None, Some(_)) => true,
+                (Some((c, _)), Some((p, _))) => p < c,
+            };
+            let next = if take_past {
+                past.next()
+            } else {
+                current.next()
+            };
+            let Some((key, object)) = next else { break };
             if !keep(object) {
                 continue;
             }
@@ -307,11 +350,11 @@ impl State {
             items.push(object.clone());
             last = Some(key);
         }
-        Listed {
+        Ok(Listed {
             items,
-            rv: store.resource_version(),
+            rv,
             more_after,
-        }
+        })
     }
 
     /// Start a watch of a resource: from resourceVersion `from`, or (`None`) from now
@@ -691,7 +734,8 @@ mod tests {
         s.delete(&ns, None).expect("deleted");
         let pods = s.resource_of("v1", "Pod").expect("pods");
         assert!(
-            s.list(&pods, Some("team"), None, 0, |_| true)
+            s.list(&pods, Some("team"), None, 0, None, |_| true)
+                .expect("list")
                 .items
                 .is_empty()
         );
@@ -704,12 +748,75 @@ mod tests {
             s.create(pod(&format!("p{i}"))).expect("created");
         }
         let pods = s.resource_of("v1", "Pod").expect("pods");
-        let first = s.list(&pods, None, None, 2, |_| true);
+        let first = s.list(&pods, None, None, 2, None, |_| true).expect("list");
         assert_eq!(first.items.len(), 2);
         let after = first.more_after.expect("more");
-        let rest = s.list(&pods, None, Some(&after), 0, |_| true);
+        let rest = s
+            .list(&pods, None, Some(&after), 0, Some(first.rv), |_| true)
+            .expect("list");
         assert_eq!(rest.items.len(), 3);
         assert!(rest.more_after.is_none());
         assert_eq!(rest.items[0]["metadata"]["name"], "p2");
+    }
+
+    #[test]
+    fn later_pages_read_the_first_page_s_version() {
+        let s = state(100);
+        for i in 0..5 {
+            s.create(pod(&format!("p{i}"))).expect("created");
+        }
+        let pods = s.resource_of("v1", "Pod").expect("pods");
+        let first = s.list(&pods, None, None, 2, None, |_| true).expect("list");
+        let key = |n: &str| ObjectKey::of(&pod(n)).expect("key");
+        s.patch(
+            &key("p3"),
+            PatchType::Merge,
+            None,
+            json!({"metadata": {"labels": {"new": "yes"}}}),
+        )
+        .expect("patched");
+        s.delete(&key("p4"), None).expect("deleted");
+        s.create(pod("p5")).expect("created");
+        let after = first.more_after.clone().expect("more");
+        let rest = s
+            .list(&pods, None, Some(&after), 0, Some(first.rv), |_| true)
+            .expect("list");
+        let names: Vec<&str> = rest
+            .items
+            .iter()
+            .filter_map(|o| o.pointer("/metadata/name").and_then(Value::as_str))
+            .collect();
+        assert_eq!(
+            names,
+            ["p2", "p3", "p4"],
+            "as at the first page: p4 there, p5 not yet"
+        );
+        assert!(
+            rest.items[1].pointer("/metadata/labels/new").is_none(),
+            "p3 before its patch"
+        );
+        assert_eq!(rest.rv, first.rv);
+        // Once the history no longer reaches back, the continuation expires.
+        let small = state(1);
+        for i in 0..3 {
+            small.create(pod(&format!("q{i}"))).expect("created");
+        }
+        let page = small
+            .list(&pods, None, None, 1, None, |_| true)
+            .expect("list");
+        small.create(pod("q3")).expect("created");
+        small.create(pod("q4")).expect("created");
+        assert!(
+            small
+                .list(
+                    &pods,
+                    None,
+                    page.more_after.as_ref(),
+                    0,
+                    Some(page.rv),
+                    |_| true
+                )
+                .is_err()
+        );
     }
 }

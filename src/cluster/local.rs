@@ -273,6 +273,11 @@ impl Cluster for MemoryCluster {
         true
     }
 
+    /// The store holds every object until it is replaced or removed.
+    fn keeps_objects(&self) -> bool {
+        true
+    }
+
     fn watch(&self, resource: &ResourceRef) -> mpsc::UnboundedReceiver<WatchEvent> {
         let (tx, rx) = mpsc::unbounded_channel();
         let mut state = self.state();

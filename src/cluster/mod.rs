@@ -4,8 +4,10 @@
 //! errors carrying the HTTP status and `Retry-After`, PATCH by content type,
 //! subresources), so a kube-rs implementation is a thin adapter. [`memory`] is an
 //! in-memory store with the API server's write semantics; [`local::MemoryCluster`] serves
-//! it through [`Cluster`], with [`faults`] injected on demand.
+//! it through [`Cluster`], with [`faults`] injected on demand. [`client::KubeCluster`] is
+//! the kube-rs implementation, for real clusters and the embedded API server.
 
+pub mod client;
 pub mod faults;
 pub mod local;
 pub mod memory;
@@ -113,6 +115,14 @@ pub trait Cluster: Send + Sync + 'static {
     /// resourceVersion), so the engine need not check patches for no-ops before sending
     /// them. False for a real API server, where a no-op PATCH is still a round trip.
     fn cheap_noop_writes(&self) -> bool {
+        false
+    }
+
+    /// Whether the cluster keeps every object it reports alive until a newer version or
+    /// the deletion is reported, so the engine may hold the objects weakly. True for the
+    /// in-memory store; false for an API server, whose objects exist in this process only
+    /// as the engine holds them.
+    fn keeps_objects(&self) -> bool {
         false
     }
 

@@ -113,13 +113,29 @@ struct Busy {
     pending: Option<Job>,
 }
 
-/// The newest version seen of an object. Held weakly: the cluster's store (or the
-/// watch cache) keeps it alive, and a store that is the only holder of an object can
-/// write its next version without copying it.
+/// The newest version seen of an object. Held weakly when the cluster keeps every
+/// object it reports (the in-memory store: then it can write an object's next version
+/// without copying it, being its only holder), strongly otherwise (a remote API server:
+/// the engine's copy is the only one in this process).
 #[derive(Debug)]
 struct Seen {
     resource_version: Option<String>,
-    object: Weak<Value>,
+    object: Held,
+}
+
+#[derive(Debug)]
+enum Held {
+    Weak(Weak<Value>),
+    Strong(Arc<Value>),
+}
+
+impl Held {
+    fn upgrade(&self) -> Option<Arc<Value>> {
+        match self {
+            Held::Weak(w) => w.upgrade(),
+            Held::Strong(s) => Some(s.clone()),
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -354,7 +370,11 @@ impl<C: Cluster> Engine<C> {
         }
         let seen = Seen {
             resource_version: resource_version(&object).map(str::to_owned),
-            object: Arc::downgrade(&object),
+            object: if self.cluster.keeps_objects() {
+                Held::Weak(Arc::downgrade(&object))
+            } else {
+                Held::Strong(object.clone())
+            },
         };
         keys.latest.insert(key.clone(), seen);
         if let Some(busy) = keys.busy.get_mut(&key) {

@@ -890,17 +890,17 @@ async fn the_apiserver_command_serves_what_it_loaded() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("kstage apiserver starts");
-    // The first line on stderr says it serves, after the kubeconfig is written.
+    // The first line on stderr says it serves, after the kubeconfig is written; the
+    // rest is drained (a closed pipe would fail the server's later writes).
     let stderr = child.stderr.take().expect("stderr");
-    let first = tokio::task::spawn_blocking(move || {
-        let mut line = String::new();
-        std::io::BufReader::new(stderr)
-            .read_line(&mut line)
-            .expect("read");
-        line
-    })
-    .await
-    .expect("line");
+    let (first_tx, first_rx) = tokio::sync::oneshot::channel();
+    let drain = std::thread::spawn(move || {
+        let mut lines = std::io::BufReader::new(stderr).lines();
+        let first = lines.next().and_then(Result::ok).unwrap_or_default();
+        let _ = first_tx.send(first);
+        lines.map_while(Result::ok).collect::<Vec<_>>().join("\n")
+    });
+    let first = first_rx.await.expect("first line");
     assert!(first.contains("serving https://127.0.0.1:"), "{first}");
     let text = std::fs::read_to_string(&kubeconfig).expect("kubeconfig written");
     assert!(text.contains("token: \"t0ken\"") && text.contains("certificate-authority-data"));
@@ -917,8 +917,12 @@ async fn the_apiserver_command_serves_what_it_loaded() {
     let deleted = pods.delete("web", &DeleteParams::default()).await;
     child.kill().expect("stopped");
     let _ = child.wait();
+    let rest = drain.join().expect("stderr drained");
     assert_eq!(
-        listed.expect("nodes").items.len(),
+        listed
+            .unwrap_or_else(|e| panic!("{e}; the server said:\n{rest}"))
+            .items
+            .len(),
         2,
         "the example nodes were loaded"
     );

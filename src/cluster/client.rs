@@ -1,0 +1,412 @@
+//! [`Cluster`] over kube-rs: any API server, real or embedded.
+//!
+//! Resources are resolved through discovery (any built-in or custom kind) and handled as
+//! `DynamicObject`s. Watches are kube-rs watchers (list, then watch; restarts and 410
+//! Gone relist), turned into [`WatchEvent`]s: a relist arrives as one
+//! [`WatchEvent::Restarted`], so the engine forgets objects that went away meanwhile.
+//! Writes send the content type of the patch type, to the named subresource, as the user
+//! to impersonate (one cached client per user). The client does not retry on its own:
+//! failures reach the engine's classifier, which decides (kube-rs' default would retry
+//! 429, 503 and 504 invisibly).
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+};
+use kube::discovery::{ApiCapabilities, Scope};
+use kube::runtime::{WatchStreamExt, watcher};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use super::{Cluster, ClusterError, EventRequest, ObjectKey, PatchRequest, WatchEvent};
+use crate::patch::PatchType;
+use crate::retry::FailureKind;
+use crate::stage::ResourceRef;
+
+/// The field manager of kstage's server-side applies.
+pub const FIELD_MANAGER: &str = "kstage";
+
+/// A resource found by discovery.
+type Resolved = (ApiResource, ApiCapabilities);
+
+/// A cluster reached through kube-rs.
+#[derive(Clone)]
+pub struct KubeCluster {
+    client: kube::Client,
+    config: kube::Config,
+    resources: Arc<Mutex<HashMap<(String, String), Resolved>>>,
+    impersonated: Arc<Mutex<HashMap<String, kube::Client>>>,
+}
+
+impl std::fmt::Debug for KubeCluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KubeCluster")
+            .field("server", &self.config.cluster_url.to_string())
+            .finish_non_exhaustive()
+    }
+}
+
+impl KubeCluster {
+    /// A cluster for a kube-rs client configuration (its own retries are turned off).
+    pub fn new(mut config: kube::Config) -> Result<Self, ClusterError> {
+        config.default_retry = false;
+        let client = kube::Client::try_from(config.clone()).map_err(|e| from_kube(&e))?;
+        Ok(Self {
+            client,
+            config,
+            resources: Arc::default(),
+            impersonated: Arc::default(),
+        })
+    }
+
+    /// The client (not impersonating).
+    pub fn client(&self) -> &kube::Client {
+        &self.client
+    }
+
+    fn client_as(&self, user: Option<&str>) -> Result<kube::Client, ClusterError> {
+        let Some(user) = user.filter(|u| !u.is_empty()) else {
+            return Ok(self.client.clone());
+        };
+        let mut cache = self
+            .impersonated
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(c) = cache.get(user) {
+            return Ok(c.clone());
+        }
+        let mut config = self.config.clone();
+        config.auth_info.impersonate = Some(user.to_owned());
+        let client = kube::Client::try_from(config).map_err(|e| from_kube(&e))?;
+        cache.insert(user.to_owned(), client.clone());
+        Ok(client)
+    }
+
+    /// The resource serving `api_version` and `kind`, by discovery (cached).
+    async fn resource(
+        &self,
+        api_version: &str,
+        kind: &str,
+    ) -> Result<(ApiResource, ApiCapabilities), ClusterError> {
+        let key = (api_version.to_owned(), kind.to_owned());
+        if let Some(r) = self
+            .resources
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&key)
+        {
+            return Ok(r.clone());
+        }
+        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+        let gvk = GroupVersionKind::gvk(group, version, kind);
+        let found = kube::discovery::pinned_kind(&self.client, &gvk)
+            .await
+            .map_err(|e| from_kube(&e))?;
+        self.resources
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key, found.clone());
+        Ok(found)
+    }
+
+    async fn api(
+        &self,
+        key: &ObjectKey,
+        user: Option<&str>,
+    ) -> Result<Api<DynamicObject>, ClusterError> {
+        let (resource, caps) = self.resource(&key.api_version, &key.kind).await?;
+        let client = self.client_as(user)?;
+        Ok(match caps.scope {
+            Scope::Namespaced => Api::namespaced_with(client, &key.namespace, &resource),
+            Scope::Cluster => Api::all_with(client, &resource),
+        })
+    }
+}
+
+/// A kube-rs error as the engine classifies failures.
+pub fn from_kube(e: &kube::Error) -> ClusterError {
+    match e {
+        kube::Error::Api(status) => ClusterError {
+            kind: FailureKind::Http,
+            status: Some(status.code),
+            reason: Some(status.reason.clone()).filter(|r| !r.is_empty()),
+            message: status.message.clone(),
+            retry_after: status
+                .details
+                .as_ref()
+                .map(|d| d.retry_after_seconds)
+                .filter(|s| *s > 0)
+                .map(|s| Duration::from_secs(u64::from(s))),
+        },
+        other => {
+            let text = format!("{other}: {}", error_chain(other));
+            let lower = text.to_ascii_lowercase();
+            let kind = if lower.contains("refused") {
+                FailureKind::ConnectionRefused
+            } else if lower.contains("reset") {
+                FailureKind::ConnectionReset
+            } else if lower.contains("timed out") || lower.contains("timeout") {
+                FailureKind::Timeout
+            } else if lower.contains("closed")
+                || lower.contains("eof")
+                || lower.contains("incomplete")
+            {
+                FailureKind::Eof
+            } else {
+                FailureKind::Other
+            };
+            ClusterError {
+                kind,
+                status: None,
+                reason: None,
+                message: text,
+                retry_after: None,
+            }
+        }
+    }
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut parts = Vec::new();
+    let mut source = e.source();
+    while let Some(s) = source {
+        parts.push(s.to_string());
+        source = s.source();
+    }
+    parts.join(": ")
+}
+
+fn to_value(object: &DynamicObject) -> Value {
+    serde_json::to_value(object).unwrap_or(Value::Null)
+}
+
+fn to_object(value: Value) -> Result<DynamicObject, ClusterError> {
+    serde_json::from_value(value).map_err(|e| ClusterError {
+        kind: FailureKind::Other,
+        status: None,
+        reason: None,
+        message: format!("not a Kubernetes object: {e}"),
+        retry_after: None,
+    })
+}
+
+fn kube_patch(patch_type: PatchType, data: Value) -> Result<Patch<Value>, ClusterError> {
+    Ok(match patch_type {
+        PatchType::Merge => Patch::Merge(data),
+        PatchType::Strategic => Patch::Strategic(data),
+        PatchType::Apply => Patch::Apply(data),
+        PatchType::Json => Patch::Json(serde_json::from_value(data).map_err(|e| ClusterError {
+            kind: FailureKind::Other,
+            status: None,
+            reason: None,
+            message: format!("not a JSON patch: {e}"),
+            retry_after: None,
+        })?),
+    })
+}
+
+fn patch_params(patch_type: PatchType) -> PatchParams {
+    if patch_type == PatchType::Apply {
+        PatchParams::apply(FIELD_MANAGER).force()
+    } else {
+        PatchParams::default()
+    }
+}
+
+impl Cluster for KubeCluster {
+    fn watch(&self, resource: &ResourceRef) -> mpsc::UnboundedReceiver<WatchEvent> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let cluster = self.clone();
+        let resource = resource.clone();
+        tokio::spawn(async move {
+            // Discovery may fail while the API server starts or a CRD is not there yet.
+            let mut wait = Duration::from_millis(200);
+            let api = loop {
+                match cluster.resource(&resource.api_group, &resource.kind).await {
+                    Ok((r, _)) => break Api::<DynamicObject>::all_with(cluster.client.clone(), &r),
+                    Err(e) => {
+                        tracing::warn!(kind = %resource.kind, api = %resource.api_group, "cannot resolve the resource: {}", e.message);
+                        if tx.is_closed() {
+                            return;
+                        }
+                        tokio::time::sleep(wait).await;
+                        wait = (wait * 2).min(Duration::from_secs(10));
+                    }
+                }
+            };
+            let mut stream = watcher(api, watcher::Config::default())
+                .default_backoff()
+                .boxed();
+            let mut relist: Vec<Arc<Value>> = Vec::new();
+            while let Some(event) = stream.next().await {
+                let event = match event {
+                    Ok(e) => e,
+                    Err(e) => {
+                        tracing::debug!(kind = %resource.kind, "watch error: {e}");
+                        continue;
+                    }
+                };
+                let sent = match event {
+                    watcher::Event::Init => {
+                        relist.clear();
+                        Ok(())
+                    }
+                    watcher::Event::InitApply(o) => {
+                        relist.push(Arc::new(to_value(&o)));
+                        Ok(())
+                    }
+                    watcher::Event::InitDone => {
+                        tx.send(WatchEvent::Restarted(std::mem::take(&mut relist)))
+                    }
+                    watcher::Event::Apply(o) => {
+                        tx.send(WatchEvent::Applied(Arc::new(to_value(&o))))
+                    }
+                    watcher::Event::Delete(o) => {
+                        tx.send(WatchEvent::Deleted(Arc::new(to_value(&o))))
+                    }
+                };
+                if sent.is_err() {
+                    return;
+                }
+            }
+        });
+        rx
+    }
+
+    async fn get(&self, key: &ObjectKey) -> Result<Arc<Value>, ClusterError> {
+        let api = self.api(key, None).await?;
+        let o = api.get(&key.name).await.map_err(|e| from_kube(&e))?;
+        Ok(Arc::new(to_value(&o)))
+    }
+
+    async fn create(&self, object: Value) -> Result<Arc<Value>, ClusterError> {
+        let key = ObjectKey::of(&object).unwrap_or_default();
+        let api = self.api(&key, None).await?;
+        let o = api
+            .create(&PostParams::default(), &to_object(object)?)
+            .await
+            .map_err(|e| from_kube(&e))?;
+        Ok(Arc::new(to_value(&o)))
+    }
+
+    fn patch(
+        &self,
+        key: &ObjectKey,
+        patch: PatchRequest<'_>,
+    ) -> impl Future<Output = Result<Arc<Value>, ClusterError>> + Send {
+        let subresource = patch.subresource.map(str::to_owned);
+        let user = patch.as_user.map(str::to_owned);
+        let patch_type = patch.patch_type;
+        let data = patch.data;
+        async move {
+            let api = self.api(key, user.as_deref()).await?;
+            let body = kube_patch(patch_type, data)?;
+            let params = patch_params(patch_type);
+            let o = match subresource.as_deref() {
+                Some(sub) => api.patch_subresource(sub, &key.name, &params, &body).await,
+                None => api.patch(&key.name, &params, &body).await,
+            }
+            .map_err(|e| from_kube(&e))?;
+            Ok(Arc::new(to_value(&o)))
+        }
+    }
+
+    fn apply(
+        &self,
+        object: &Value,
+        patch_type: PatchType,
+        subresource: Option<&str>,
+        as_user: Option<&str>,
+    ) -> impl Future<Output = Result<Arc<Value>, ClusterError>> + Send {
+        let key = ObjectKey::of(object).unwrap_or_default();
+        let data = object.clone();
+        let subresource = subresource.map(str::to_owned);
+        let user = as_user.map(str::to_owned);
+        async move {
+            let request = PatchRequest {
+                patch_type,
+                subresource: subresource.as_deref(),
+                data,
+                as_user: user.as_deref(),
+            };
+            self.patch(&key, request).await
+        }
+    }
+
+    async fn delete(
+        &self,
+        key: &ObjectKey,
+        grace_period_seconds: Option<i64>,
+    ) -> Result<Option<Arc<Value>>, ClusterError> {
+        let api = self.api(key, None).await?;
+        let params = DeleteParams {
+            grace_period_seconds: grace_period_seconds.map(|g| g.max(0) as u32),
+            ..DeleteParams::default()
+        };
+        let deleted = api
+            .delete(&key.name, &params)
+            .await
+            .map_err(|e| from_kube(&e))?;
+        // A pod is answered with its last state even when it is gone: only one still
+        // marked for deletion is reported as remaining.
+        Ok(deleted.left().and_then(|o| {
+            let v = to_value(&o);
+            v.pointer("/metadata/deletionTimestamp")
+                .is_some()
+                .then(|| Arc::new(v))
+        }))
+    }
+
+    fn event(
+        &self,
+        key: &ObjectKey,
+        event: &EventRequest,
+    ) -> impl Future<Output = Result<(), ClusterError>> + Send {
+        let namespace = if key.namespace.is_empty() {
+            "default".to_owned()
+        } else {
+            key.namespace.clone()
+        };
+        let now = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string();
+        let body = json!({
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": format!("{}.", key.name), "namespace": namespace},
+            "involvedObject": {
+                "apiVersion": key.api_version,
+                "kind": key.kind,
+                "name": key.name,
+                "namespace": key.namespace,
+            },
+            "type": event.event_type,
+            "reason": event.reason,
+            "message": event.message,
+            "source": {"component": "kstage"},
+            "reportingComponent": "kstage",
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        });
+        async move {
+            let events: Api<k8s_openapi::api::core::v1::Event> =
+                Api::namespaced(self.client.clone(), &namespace);
+            let event = serde_json::from_value(body).map_err(|e| ClusterError {
+                kind: FailureKind::Other,
+                status: None,
+                reason: None,
+                message: e.to_string(),
+                retry_after: None,
+            })?;
+            events
+                .create(&PostParams::default(), &event)
+                .await
+                .map_err(|e| from_kube(&e))?;
+            Ok(())
+        }
+    }
+}

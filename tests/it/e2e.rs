@@ -1,0 +1,167 @@
+//! The engine against the embedded API server, end to end over HTTP through kube-rs:
+//! KWOK's node and `pod/general` Stage sets make nodes Ready and pods Running, and a
+//! graceful deletion removes the pods.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::Utc;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use serde_json::{Value, json};
+
+use kstage::apiserver::state::State;
+use kstage::apiserver::{ApiServer, Config};
+use kstage::clock::{Clock, SystemClock};
+use kstage::cluster::ObjectKey;
+use kstage::cluster::client::KubeCluster;
+use kstage::engine::{Engine, EngineConfig};
+use kstage::stage::StageSet;
+use kstage::template::{Renderer, SimEnv};
+
+/// A kube-rs configuration for the embedded server.
+pub async fn kube_config(server: &ApiServer) -> kube::Config {
+    let kubeconfig = Kubeconfig::from_yaml(&server.kubeconfig()).expect("kubeconfig");
+    kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .expect("client config")
+}
+
+fn stage_set(clock: Arc<dyn Clock>, sets: &[&str]) -> StageSet {
+    let renderer = Renderer::new(Arc::new(SimEnv::new(clock, Utc::now(), "e2e")));
+    let paths: Vec<_> = sets.iter().map(|s| crate::kwok_dir().join(s)).collect();
+    let loaded = kstage::stage::load::load(&paths, &renderer).expect("corpus");
+    assert!(loaded.problems.is_empty(), "{:?}", loaded.problems);
+    StageSet::new(loaded.stages)
+}
+
+/// Wait, on every change of a kind, until `done` holds for its objects.
+async fn wait_for(
+    state: &State,
+    api_version: &str,
+    kind: &str,
+    what: &str,
+    done: impl Fn(&[Arc<Value>]) -> bool,
+    each: impl Fn(&Value) -> bool,
+) {
+    let resource = state.resource_of(api_version, kind).expect("served kind");
+    let channel = state.channel(api_version, kind);
+    let mut changes = channel.subscribe();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        changes.borrow_and_update();
+        let objects = state
+            .list(&resource, None, None, 0, None, |_| true)
+            .expect("list")
+            .items;
+        if done(&objects) && objects.iter().all(|o| each(o)) {
+            return;
+        }
+        let changed = tokio::time::timeout_at(deadline, changes.changed()).await;
+        assert!(
+            changed.is_ok(),
+            "timed out waiting for {what}; {} objects, {} not there yet, the first: {}",
+            objects.len(),
+            objects.iter().filter(|o| !each(o)).count(),
+            objects
+                .iter()
+                .find(|o| !each(o))
+                .map(|o| o.to_string())
+                .unwrap_or_default()
+        );
+    }
+}
+
+fn condition_true(object: &Value, kind: &str) -> bool {
+    object
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .is_some_and(|c| c.iter().any(|c| c["type"] == kind && c["status"] == "True"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_become_ready_and_pods_run_then_go() {
+    let server = ApiServer::start(Config::default()).await.expect("server");
+    let cluster = Arc::new(KubeCluster::new(kube_config(&server).await).expect("cluster"));
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let stages = stage_set(clock.clone(), &["stage/node/fast", "stage/pod/general"]);
+    let engine = Engine::new(
+        cluster,
+        stages,
+        EngineConfig {
+            workers: 16,
+            clock,
+            ..EngineConfig::default()
+        },
+    );
+    let tasks = engine.start();
+    let started = std::time::Instant::now();
+    let state = &server.server().state;
+    let (nodes, pods) = (100, 1_000);
+    for i in 0..nodes {
+        state
+            .create(json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": format!("node-{i}")}}))
+            .expect("node");
+    }
+    // No delays: the test is about the path, not KWOK's pacing.
+    let fast = json!({
+        "pod-create.stage.kwok.x-k8s.io/delay": "0s", "pod-create.stage.kwok.x-k8s.io/jitter-delay": "0s",
+        "pod-ready.stage.kwok.x-k8s.io/delay": "0s", "pod-ready.stage.kwok.x-k8s.io/jitter-delay": "0s",
+        "pod-delete.stage.kwok.x-k8s.io/delay": "0s",
+    });
+    for i in 0..pods {
+        state
+            .create(json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": format!("pod-{i}"), "namespace": "default", "annotations": fast},
+                "spec": {"nodeName": format!("node-{}", i % nodes), "containers": [{"name": "c", "image": "busybox"}]},
+            }))
+            .expect("pod");
+    }
+    wait_for(
+        state,
+        "v1",
+        "Node",
+        "nodes Ready",
+        |all| all.len() == nodes,
+        |n| condition_true(n, "Ready"),
+    )
+    .await;
+    wait_for(
+        state,
+        "v1",
+        "Pod",
+        "pods Running",
+        |all| all.len() == pods,
+        |p| p.pointer("/status/phase") == Some(&json!("Running")) && condition_true(p, "Ready"),
+    )
+    .await;
+    eprintln!(
+        "{nodes} nodes Ready and {pods} pods Running in {:?}",
+        started.elapsed()
+    );
+    // Each pod got its own IP.
+    let resource = state.resource_of("v1", "Pod").expect("pods");
+    let listed = state
+        .list(&resource, None, None, 0, None, |_| true)
+        .expect("list")
+        .items;
+    let ips: std::collections::HashSet<&str> = listed
+        .iter()
+        .filter_map(|p| p.pointer("/status/podIP").and_then(Value::as_str))
+        .collect();
+    assert_eq!(ips.len(), pods, "one IP per pod");
+
+    // A user deletes the pods gracefully (1 s: bound pods are only marked); pod-delete
+    // removes them before their grace period ends.
+    for p in &listed {
+        let key = ObjectKey::of(p).expect("key");
+        state.delete(&key, Some(1)).expect("marked");
+    }
+    let deleting = std::time::Instant::now();
+    wait_for(state, "v1", "Pod", "pods gone", <[_]>::is_empty, |_| true).await;
+    eprintln!("{pods} pods deleted in {:?}", deleting.elapsed());
+    engine.shutdown();
+    for t in tasks {
+        t.abort();
+    }
+}
