@@ -21,6 +21,8 @@
 //! - [`cluster`]: the API boundary; [`cluster::memory`] is the in-memory store.
 //! - [`apiserver`]: the embedded Kubernetes API server (real HTTP) over that store;
 //!   [`bench`]: benchmarks against an API server.
+//! - [`daemon`]: the engine against an API server through kube-rs, Stages from files and
+//!   live Stage resources.
 //! - [`sim`]: deterministic simulation; [`explain`]: `kstage stage explain`.
 //! - [`clock`], [`rng`]: injected time and randomness; [`cli`]: the command line.
 
@@ -37,6 +39,7 @@ pub mod plugin;
 pub mod cluster;
 pub mod apiserver;
 pub mod bench;
+pub mod daemon;
 pub mod engine;
 pub mod sim;
 pub mod explain;

@@ -10,6 +10,7 @@ mod explain;
 mod bench_plugin;
 mod lint;
 mod plugin;
+mod run;
 mod sim;
 
 use std::path::PathBuf;
@@ -42,6 +43,10 @@ pub enum Command {
     /// Check, call and time WebAssembly plugins.
     #[command(subcommand)]
     Plugin(plugin::PluginCommand),
+    /// Start an embedded API server with kstage's Stages playing: a cluster on a laptop.
+    Up(run::UpArgs),
+    /// Play Stages against a cluster (kubeconfig or in-cluster), live from Stage resources too.
+    Run(run::RunArgs),
     /// Serve an embedded Kubernetes API server (for kubectl and kube-rs) from memory.
     Apiserver(apiserver::ApiServerArgs),
     /// Benchmark an API server (embedded or a cluster's) as the engine uses it.
@@ -86,6 +91,8 @@ pub fn main() -> ExitCode {
         Command::Sim(a) => sim::run(a),
         Command::Plugin(c) => plugin::run(c),
         Command::Apiserver(a) => apiserver::run(a),
+        Command::Up(a) => run::up(a),
+        Command::Run(a) => run::run(a),
         Command::Bench(a) => bench::run(a),
     };
     match result {
@@ -130,6 +137,16 @@ fn load_stages(
     paths: &[PathBuf],
     renderer: &crate::template::Renderer,
 ) -> anyhow::Result<crate::stage::StageSet> {
+    Ok(crate::stage::StageSet::new(load_stage_list(
+        paths, renderer,
+    )?))
+}
+
+/// [`load_stages`], as a list.
+fn load_stage_list(
+    paths: &[PathBuf],
+    renderer: &crate::template::Renderer,
+) -> anyhow::Result<Vec<crate::stage::Stage>> {
     let loaded = crate::stage::load::load(paths, renderer)?;
     if !loaded.problems.is_empty() {
         let list: Vec<String> = loaded.problems.iter().map(|p| format!("  {p}")).collect();
@@ -144,7 +161,7 @@ fn load_stages(
         let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
         anyhow::bail!("no Stage found in {}", shown.join(", "));
     }
-    Ok(crate::stage::StageSet::new(loaded.stages))
+    Ok(loaded.stages)
 }
 
 /// Read every object (YAML document) in `paths`; a document that is not an object with

@@ -20,7 +20,12 @@ pub struct StageSet {
 impl StageSet {
     /// Index `stages`, keeping their order.
     pub fn new(stages: impl IntoIterator<Item = Stage>) -> Self {
-        let stages: Vec<Arc<Stage>> = stages.into_iter().map(Arc::new).collect();
+        Self::from_shared(stages.into_iter().map(Arc::new))
+    }
+
+    /// Index shared `stages` (from several sources), keeping their order.
+    pub fn from_shared(stages: impl IntoIterator<Item = Arc<Stage>>) -> Self {
+        let stages: Vec<Arc<Stage>> = stages.into_iter().collect();
         let mut by_resource: Vec<(ResourceRef, Vec<usize>)> = Vec::new();
         for (i, stage) in stages.iter().enumerate() {
             match by_resource.iter_mut().find(|(r, _)| *r == stage.resource) {

@@ -165,3 +165,153 @@ async fn nodes_become_ready_and_pods_run_then_go() {
         t.abort();
     }
 }
+
+fn routing_stage(message: &str) -> Value {
+    json!({
+        "apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Stage",
+        "metadata": {"name": "route"},
+        "spec": {
+            "resourceRef": {"apiGroup": "v1", "kind": "Pod"},
+            "selector": {"matchLabels": {"lane": "x"}},
+            "next": {"statusTemplate": format!("message: {message}")},
+        },
+    })
+}
+
+/// Stage resources are played live: a Stage created, then changed mid-run, re-routes
+/// the objects it matches without a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stage_resource_changed_mid_run_reroutes_its_objects() {
+    let server = ApiServer::start(Config::default()).await.expect("server");
+    let state = &server.server().state;
+    let crd = std::fs::read_to_string(crate::root().join("deploy/crds/stages.kwok.x-k8s.io.yaml"))
+        .expect("CRD");
+    state
+        .create(kstage::yaml::to_json(&crd).expect("yaml"))
+        .expect("CRD");
+    let cluster = Arc::new(KubeCluster::new(kube_config(&server).await).expect("cluster"));
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let renderer = Renderer::new(Arc::new(SimEnv::new(clock.clone(), Utc::now(), "e2e")));
+    let daemon = kstage::daemon::Daemon::start(
+        cluster,
+        Vec::new(),
+        true,
+        renderer,
+        EngineConfig {
+            workers: 4,
+            clock,
+            ..EngineConfig::default()
+        },
+        kstage::decide::Deciders::default(),
+    );
+    state.create(routing_stage("v1")).expect("stage");
+    for i in 0..20 {
+        state
+            .create(json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": format!("p{i}"), "namespace": "default", "labels": {"lane": if i % 2 == 0 { "x" } else { "y" }}},
+                "spec": {"containers": [{"name": "c", "image": "i"}]}}))
+            .expect("pod");
+    }
+    let message = |p: &Value| {
+        p.pointer("/status/message")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
+    let lane_x = |p: &Value| p.pointer("/metadata/labels/lane") == Some(&json!("x"));
+    wait_for(
+        state,
+        "v1",
+        "Pod",
+        "lane x routed by v1",
+        |all| all.len() == 20,
+        |p| {
+            if lane_x(p) {
+                message(p).as_deref() == Some("v1")
+            } else {
+                message(p).is_none()
+            }
+        },
+    )
+    .await;
+    // Change the Stage resource: the objects it matches are played again.
+    let key = ObjectKey {
+        api_version: "kwok.x-k8s.io/v1alpha1".into(),
+        kind: "Stage".into(),
+        namespace: String::new(),
+        name: "route".into(),
+    };
+    state
+        .patch(
+            &key,
+            kstage::patch::PatchType::Merge,
+            None,
+            json!({"spec": {"next": {"statusTemplate": "message: v2"}}}),
+        )
+        .expect("stage changed");
+    wait_for(
+        state,
+        "v1",
+        "Pod",
+        "lane x routed by v2",
+        |all| all.len() == 20,
+        |p| {
+            if lane_x(p) {
+                message(p).as_deref() == Some("v2")
+            } else {
+                message(p).is_none()
+            }
+        },
+    )
+    .await;
+    daemon.shutdown();
+}
+
+/// `kstage up` as a process: the example nodes become Ready and the pods run.
+#[test]
+fn kstage_up_plays_the_examples() {
+    use std::io::BufRead as _;
+    let dir = crate::scratch("up");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kstage"))
+        .args(["up", "--load", "examples/objects", "--kubeconfig"])
+        .arg(dir.join("kubeconfig"))
+        .current_dir(crate::root())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("kstage up starts");
+    let stderr = child.stderr.take().expect("stderr");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let mut seen = Vec::new();
+    let reached = loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) => {
+                let done = line.contains("nodes: 2 (2 Ready)") && line.contains("Running");
+                seen.push(line);
+                if done {
+                    break true;
+                }
+            }
+            Err(_) => break false,
+        }
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(reached, "kstage up said:\n{}", seen.join("\n"));
+    assert!(
+        seen[0].starts_with("kstage up: API server at http://127.0.0.1:"),
+        "{}",
+        seen[0]
+    );
+    assert!(dir.join("kubeconfig").exists());
+}

@@ -1,0 +1,276 @@
+//! `kstage run` (the daemon against a cluster) and `kstage up` (the embedded API server
+//! and the daemon together, for a laptop).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use serde_json::Value;
+
+use crate::apiserver::{ApiServer, Config};
+use crate::clock::{Clock, SystemClock};
+use crate::cluster::client::KubeCluster;
+use crate::daemon::Daemon;
+use crate::engine::EngineConfig;
+use crate::stage::Stage;
+use crate::template::{Renderer, SimEnv};
+
+/// Play Stages against a cluster.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// The kubeconfig (its current context); default: in-cluster, then `$KUBECONFIG`
+    /// or `~/.kube/config`.
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// Stage files or folders.
+    #[arg(long = "stages", short = 's', num_args = 1..)]
+    stages: Vec<PathBuf>,
+    /// Also play the cluster's Stage resources, live (added, changed and deleted ones
+    /// take effect without a restart).
+    #[arg(long)]
+    stage_crds: bool,
+    /// Workers playing Stages concurrently.
+    #[arg(long, default_value_t = 16)]
+    workers: usize,
+}
+
+/// Start an embedded API server and play Stages against it.
+#[derive(Debug, clap::Args)]
+pub struct UpArgs {
+    /// Port of the API server; 0 picks a free one.
+    #[arg(long, default_value_t = 0)]
+    port: u16,
+    /// Where to write the kubeconfig.
+    #[arg(long, default_value = "kstage.kubeconfig")]
+    kubeconfig: PathBuf,
+    /// Stage files or folders (default: kstage's node and pod Stages, built in).
+    #[arg(long = "stages", short = 's', num_args = 1..)]
+    stages: Vec<PathBuf>,
+    /// Objects to create at start (YAML files or folders).
+    #[arg(long = "load", num_args = 1..)]
+    load: Vec<PathBuf>,
+    /// Stop after this long (default: run until Ctrl-C).
+    #[arg(long = "for", value_parser = super::duration::parse_std_duration)]
+    run_for: Option<Duration>,
+    /// Workers playing Stages concurrently.
+    #[arg(long, default_value_t = 16)]
+    workers: usize,
+}
+
+/// kstage's own node and pod Stages, used by `kstage up` without `--stages`.
+const BUILTIN_STAGES: &[&str] = &[
+    include_str!("../../examples/stages/node/node-ready.yaml"),
+    include_str!("../../examples/stages/node/node-heartbeat.yaml"),
+    include_str!("../../examples/stages/pod/pod-scheduled.yaml"),
+    include_str!("../../examples/stages/pod/pod-running.yaml"),
+    include_str!("../../examples/stages/pod/pod-succeeded.yaml"),
+    include_str!("../../examples/stages/pod/pod-removed.yaml"),
+];
+
+/// The Stage CustomResourceDefinition `kstage up` installs.
+const STAGE_CRD: &str = include_str!("../../deploy/crds/stages.kwok.x-k8s.io.yaml");
+
+fn renderer(clock: Arc<dyn Clock>) -> Renderer {
+    Renderer::new(Arc::new(SimEnv::new(
+        clock,
+        chrono::Utc::now(),
+        env!("CARGO_PKG_VERSION"),
+    )))
+}
+
+fn builtin_stages(renderer: &Renderer) -> anyhow::Result<Vec<Stage>> {
+    let mut stages = Vec::new();
+    for text in BUILTIN_STAGES {
+        let loaded = crate::stage::load::load_str(text, renderer)?;
+        anyhow::ensure!(
+            loaded.problems.is_empty(),
+            "built-in Stages: {:?}",
+            loaded.problems
+        );
+        stages.extend(loaded.stages);
+    }
+    Ok(stages)
+}
+
+fn engine_config(workers: usize, clock: Arc<dyn Clock>) -> EngineConfig {
+    EngineConfig {
+        workers,
+        clock,
+        seed: rand_seed(),
+        ..EngineConfig::default()
+    }
+}
+
+/// A seed for a real run (weights and jitter need not repeat between runs).
+fn rand_seed() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+pub(super) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    if args.stages.is_empty() && !args.stage_crds {
+        anyhow::bail!("nothing to play: give --stages PATH... and/or --stage-crds");
+    }
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let renderer = renderer(clock.clone());
+    let files = if args.stages.is_empty() {
+        Vec::new()
+    } else {
+        super::load_stage_list(&args.stages, &renderer)?
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let config = match &args.kubeconfig {
+            Some(path) => {
+                let k = Kubeconfig::read_from(path)
+                    .with_context(|| format!("cannot read {}", path.display()))?;
+                kube::Config::from_custom_kubeconfig(k, &KubeConfigOptions::default()).await?
+            }
+            None => kube::Config::infer().await.context(
+                "no cluster configuration (in-cluster or kubeconfig); give --kubeconfig",
+            )?,
+        };
+        let server = config.cluster_url.to_string();
+        let cluster = Arc::new(KubeCluster::new(config).map_err(|e| anyhow::anyhow!(e.message))?);
+        let n = files.len();
+        let daemon = Daemon::start(
+            cluster,
+            files,
+            args.stage_crds,
+            renderer,
+            engine_config(args.workers, clock),
+            crate::decide::Deciders::default(),
+        );
+        eprintln!(
+            "kstage run: playing {n} Stage{} from files{} against {server}",
+            if n == 1 { "" } else { "s" },
+            if args.stage_crds {
+                " and the cluster's Stage resources"
+            } else {
+                ""
+            }
+        );
+        tokio::signal::ctrl_c().await?;
+        daemon.shutdown();
+        anyhow::Ok(ExitCode::SUCCESS)
+    })
+}
+
+pub(super) fn up(args: UpArgs) -> anyhow::Result<ExitCode> {
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let renderer = renderer(clock.clone());
+    let files = if args.stages.is_empty() {
+        builtin_stages(&renderer)?
+    } else {
+        super::load_stage_list(&args.stages, &renderer)?
+    };
+    let objects = super::apiserver::objects_to_load(&args.load)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let config = Config {
+            address: std::net::SocketAddr::from(([127, 0, 0, 1], args.port)),
+            ..Config::default()
+        };
+        let server = ApiServer::start(config)
+            .await
+            .with_context(|| format!("cannot listen on 127.0.0.1:{}", args.port))?;
+        let state = &server.server().state;
+        state.create(crate::yaml::to_json(STAGE_CRD)?)?;
+        server
+            .write_kubeconfig(&args.kubeconfig)
+            .with_context(|| format!("cannot write {}", args.kubeconfig.display()))?;
+        let kubeconfig = Kubeconfig::from_yaml(&server.kubeconfig())?;
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
+        let cluster = Arc::new(KubeCluster::new(config).map_err(|e| anyhow::anyhow!(e.message))?);
+        let daemon = Daemon::start(
+            cluster,
+            files,
+            true,
+            renderer,
+            engine_config(args.workers, clock),
+            crate::decide::Deciders::default(),
+        );
+        for object in objects {
+            state.create(object).context("cannot load an object")?;
+        }
+        let k = args.kubeconfig.display();
+        eprintln!(
+            "kstage up: API server at {} with kstage's Stages playing\n  kubeconfig: {k}\n  try: kubectl --kubeconfig {k} apply -f examples/objects/\n       kubectl --kubeconfig {k} get nodes,pods -A -w",
+            server.url()
+        );
+        let stop = async {
+            match args.run_for {
+                Some(d) => tokio::time::sleep(d).await,
+                None => {
+                    let _ = tokio::signal::ctrl_c().await;
+                }
+            }
+        };
+        tokio::pin!(stop);
+        let mut tick = tokio::time::interval(Duration::from_secs(2));
+        let mut last = String::new();
+        loop {
+            tokio::select! {
+                () = &mut stop => break,
+                _ = tick.tick() => {
+                    let line = progress(state);
+                    if line != last {
+                        eprintln!("  {line}");
+                        last = line;
+                    }
+                }
+            }
+        }
+        eprintln!("  {}", progress(state));
+        daemon.shutdown();
+        anyhow::Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// `nodes: 2 (2 Ready), pods: 2 (1 Running, 1 Succeeded)`.
+fn progress(state: &crate::apiserver::state::State) -> String {
+    let count = |kind: &str, label: &dyn Fn(&Value) -> String| -> String {
+        let Some(resource) = state.resource_of("v1", kind) else {
+            return String::new();
+        };
+        let items = state
+            .list(&resource, None, None, 0, None, |_| true)
+            .map(|l| l.items)
+            .unwrap_or_default();
+        let mut by: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
+        for o in &items {
+            *by.entry(label(o)).or_default() += 1;
+        }
+        let parts: Vec<String> = by.iter().map(|(k, n)| format!("{n} {k}")).collect();
+        format!("{} ({})", items.len(), parts.join(", "))
+    };
+    let node = |o: &Value| {
+        let ready = o
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .is_some_and(|c| {
+                c.iter()
+                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
+            });
+        if ready { "Ready" } else { "NotReady" }.to_owned()
+    };
+    let pod = |o: &Value| {
+        o.pointer("/status/phase")
+            .and_then(Value::as_str)
+            .unwrap_or("Unknown")
+            .to_owned()
+    };
+    format!(
+        "nodes: {}, pods: {}",
+        count("Node", &node),
+        count("Pod", &pod)
+    )
+}
