@@ -6,7 +6,12 @@
 //! engine uses), to `objects` pods created for the purpose, for a fixed time. Every
 //! patch changes the pod (a counter in `status.message`), so none is a no-op. It is
 //! the yardstick the engine's own throughput is compared with.
+//!
+//! [`lifecycle`] creates nodes and pods and times them until Ready and Running while the
+//! engine plays Stages against the same server, then deletes the pods and times them
+//! until gone.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -165,4 +170,335 @@ pub async fn raw_patch(
     .await
     .map_err(setup("deleting the benchmark pods"))?;
     Ok(report)
+}
+
+/// What [`lifecycle`] does: the engine must be playing node and pod Stages against the
+/// same cluster (the CLI runs it in this process).
+#[derive(Debug, Clone)]
+pub struct Lifecycle {
+    /// Nodes to create.
+    pub nodes: usize,
+    /// Pods to create, bound to the nodes round robin.
+    pub pods: usize,
+    /// Concurrent create and delete requests.
+    pub concurrency: usize,
+    /// Give up after this long.
+    pub timeout: Duration,
+    /// Namespace of the pods (must exist).
+    pub namespace: String,
+}
+
+/// What [`lifecycle`] measured.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LifecycleReport {
+    /// From the first creation until every node was Ready.
+    pub nodes_ready: Duration,
+    /// From the first creation until every pod was Running.
+    pub pods_running: Duration,
+    /// Median time from a pod's creation to its Running.
+    pub p50: Duration,
+    /// 99th percentile of the same.
+    pub p99: Duration,
+    /// From the deletion request until every pod was gone.
+    pub deleted: Duration,
+}
+
+/// Why [`lifecycle`] failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LifecycleError {
+    /// Setup failed.
+    #[error(transparent)]
+    Setup(#[from] BenchError),
+    /// Not done in time.
+    #[error("timed out after {0:?} waiting for {1}")]
+    Timeout(Duration, String),
+}
+
+const BENCH_LABEL: &str = "app.kubernetes.io/managed-by=kstage-bench";
+
+/// What the watchers saw.
+#[derive(Debug, Default)]
+struct Seen {
+    /// How many nodes make "all Ready".
+    nodes: usize,
+    /// When the last of them became Ready.
+    nodes_ready_at: Option<Instant>,
+    ready_nodes: std::collections::HashSet<String>,
+    running: HashMap<String, Instant>,
+    pods: std::collections::HashSet<String>,
+}
+
+/// Create nodes and pods, and time them until Ready and Running, then delete the pods
+/// and time them until gone. `progress` gets a line about once a second.
+pub async fn lifecycle(
+    client: Client,
+    spec: &Lifecycle,
+    progress: impl Fn(&str) + Send + Sync + 'static,
+) -> Result<LifecycleReport, LifecycleError> {
+    use futures_util::StreamExt as _;
+    use k8s_openapi::api::core::v1::Node;
+    use kube::runtime::{WatchStreamExt as _, watcher};
+
+    let seen = Arc::new(std::sync::Mutex::new(Seen {
+        nodes: spec.nodes,
+        ..Seen::default()
+    }));
+    let changed = Arc::new(tokio::sync::Notify::new());
+    let nodes_api: Api<Node> = Api::all(client.clone());
+    let pods_api: Api<Pod> = Api::namespaced(client.clone(), &spec.namespace);
+    let selector = watcher::Config::default().labels(BENCH_LABEL);
+    let node_watch = {
+        let (seen, changed) = (seen.clone(), changed.clone());
+        watcher(nodes_api.clone(), selector.clone())
+            .default_backoff()
+            .applied_objects()
+            .for_each(move |n| {
+                if let Ok(n) = n {
+                    let ready = n
+                        .status
+                        .as_ref()
+                        .and_then(|s| s.conditions.as_ref())
+                        .is_some_and(|c| {
+                            c.iter().any(|c| c.type_ == "Ready" && c.status == "True")
+                        });
+                    if ready && let Some(name) = n.metadata.name {
+                        let mut s = seen
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner);
+                        s.ready_nodes.insert(name);
+                        if s.ready_nodes.len() >= s.nodes && s.nodes_ready_at.is_none() {
+                            s.nodes_ready_at = Some(Instant::now());
+                        }
+                        drop(s);
+                        changed.notify_waiters();
+                    }
+                }
+                async {}
+            })
+    };
+    let pod_watch = {
+        let (seen, changed) = (seen.clone(), changed.clone());
+        watcher(pods_api.clone(), selector)
+            .default_backoff()
+            .for_each(move |event| {
+                let mut s = seen
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                match event {
+                    Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) => {
+                        let name = p.metadata.name.clone().unwrap_or_default();
+                        let running =
+                            p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
+                        if running {
+                            s.running.entry(name.clone()).or_insert_with(Instant::now);
+                        }
+                        s.pods.insert(name);
+                    }
+                    Ok(watcher::Event::Delete(p)) => {
+                        s.pods.remove(&p.metadata.name.unwrap_or_default());
+                    }
+                    _ => {}
+                }
+                drop(s);
+                changed.notify_waiters();
+                async {}
+            })
+    };
+    let watches = [tokio::spawn(node_watch), tokio::spawn(pod_watch)];
+    let result = lifecycle_run(&nodes_api, &pods_api, spec, &seen, &changed, &progress).await;
+    for w in watches {
+        w.abort();
+    }
+    // Clean up what is left, whatever happened.
+    let all = ListParams::default().labels(BENCH_LABEL);
+    let now = DeleteParams {
+        grace_period_seconds: Some(0),
+        ..DeleteParams::default()
+    };
+    let _ = pods_api.delete_collection(&now, &all).await;
+    let _ = nodes_api.delete_collection(&now, &all).await;
+    result
+}
+
+async fn lifecycle_run(
+    nodes_api: &Api<k8s_openapi::api::core::v1::Node>,
+    pods_api: &Api<Pod>,
+    spec: &Lifecycle,
+    seen: &std::sync::Mutex<Seen>,
+    changed: &tokio::sync::Notify,
+    progress: &(impl Fn(&str) + Send + Sync),
+) -> Result<LifecycleReport, LifecycleError> {
+    use futures_util::StreamExt as _;
+    let snapshot = |f: &dyn Fn(&Seen) -> usize| {
+        f(&seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner))
+    };
+    let start = Instant::now();
+    let deadline = start + spec.timeout;
+    let label = json!({"app.kubernetes.io/managed-by": "kstage-bench"});
+    let node_names: Vec<String> = (0..spec.nodes)
+        .map(|i| format!("kstage-bench-node-{i}"))
+        .collect();
+    futures_util::stream::iter(node_names.iter().cloned())
+        .map(|name| {
+            let body = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": label}});
+            async move {
+                let node = serde_json::from_value(body).map_err(|e| BenchError::Setup {
+                    what: "building a node".into(),
+                    source: kube::Error::SerdeError(e),
+                })?;
+                nodes_api
+                    .create(&PostParams::default(), &node)
+                    .await
+                    .map_err(setup(format!("creating node {name}")))
+            }
+        })
+        .buffer_unordered(spec.concurrency.max(1))
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .collect::<Result<Vec<_>, _>>()?;
+    let created: std::sync::Mutex<HashMap<String, Instant>> = std::sync::Mutex::default();
+    futures_util::stream::iter(0..spec.pods)
+        .map(|i| {
+            let name = format!("kstage-bench-pod-{i}");
+            let node = &node_names[i % node_names.len().max(1)];
+            let body = json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "labels": label},
+                "spec": {"nodeName": node, "containers": [{"name": "c", "image": "busybox"}]}});
+            let created = &created;
+            async move {
+                let pod: Pod = serde_json::from_value(body).map_err(|e| BenchError::Setup {
+                    what: "building a pod".into(),
+                    source: kube::Error::SerdeError(e),
+                })?;
+                created
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .insert(name.clone(), Instant::now());
+                pods_api
+                    .create(&PostParams::default(), &pod)
+                    .await
+                    .map_err(setup(format!("creating pod {name}")))
+            }
+        })
+        .buffer_unordered(spec.concurrency.max(1))
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut last_report = Instant::now();
+    loop {
+        let ready = snapshot(&|s| s.ready_nodes.len());
+        let running = snapshot(&|s| s.running.len());
+        if last_report.elapsed() >= Duration::from_secs(1) {
+            progress(&format!(
+                "nodes Ready {ready}/{}, pods Running {running}/{}",
+                spec.nodes, spec.pods
+            ));
+            last_report = Instant::now();
+        }
+        if ready >= spec.nodes && running >= spec.pods {
+            break;
+        }
+        if Instant::now() >= deadline {
+            return Err(LifecycleError::Timeout(
+                spec.timeout,
+                format!(
+                    "{ready}/{} nodes Ready, {running}/{} pods Running",
+                    spec.nodes, spec.pods
+                ),
+            ));
+        }
+        let _ = tokio::time::timeout(Duration::from_millis(250), changed.notified()).await;
+    }
+    let pods_running = {
+        let s = seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        s.running
+            .values()
+            .max()
+            .map_or_else(|| start.elapsed(), |t| t.saturating_duration_since(start))
+    };
+    let nodes_ready = seen
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .nodes_ready_at
+        .map(|t| t.saturating_duration_since(start));
+    let mut latencies: Vec<Duration> = {
+        let s = seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let created = created
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        s.running
+            .iter()
+            .filter_map(|(name, at)| created.get(name).map(|c| at.saturating_duration_since(*c)))
+            .collect()
+    };
+    latencies.sort_unstable();
+    let pick = |q: f64| {
+        latencies
+            .get(((latencies.len() as f64 * q) as usize).min(latencies.len().saturating_sub(1)))
+            .copied()
+            .unwrap_or_default()
+    };
+    let (p50, p99) = (pick(0.5), pick(0.99));
+    // Delete the pods as a user would (gracefully: the engine finishes them off).
+    let deleting = Instant::now();
+    let deadline = deleting + spec.timeout;
+    pods_api
+        .delete_collection(
+            &DeleteParams::default(),
+            &ListParams::default().labels(BENCH_LABEL),
+        )
+        .await
+        .map_err(setup("deleting the pods"))?;
+    loop {
+        let left = snapshot(&|s| s.pods.len());
+        if left == 0 {
+            break;
+        }
+        if last_report.elapsed() >= Duration::from_secs(1) {
+            progress(&format!("pods left {left}/{}", spec.pods));
+            last_report = Instant::now();
+        }
+        if Instant::now() >= deadline {
+            return Err(LifecycleError::Timeout(
+                spec.timeout,
+                format!("{left} pods still there"),
+            ));
+        }
+        let _ = tokio::time::timeout(Duration::from_millis(250), changed.notified()).await;
+    }
+    Ok(LifecycleReport {
+        nodes_ready: nodes_ready.unwrap_or(pods_running),
+        pods_running,
+        p50,
+        p99,
+        deleted: deleting.elapsed(),
+    })
+}
+
+/// CPU time used by this process (user + system), from `/proc/self/stat`.
+pub fn process_cpu() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name (which may hold spaces) start at state (field 3).
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    // Linux reports clock ticks of 1/100 s (USER_HZ) to user space.
+    Some(Duration::from_millis((utime + stime) * 10))
+}
+
+/// Peak resident memory of this process, from `/proc/self/status` (`VmHWM`).
+pub fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
 }

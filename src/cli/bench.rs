@@ -10,7 +10,7 @@ use anyhow::Context as _;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use crate::apiserver::{ApiServer, Config};
-use crate::bench::{RawPatch, raw_patch};
+use crate::bench::{Lifecycle, RawPatch, lifecycle, raw_patch};
 
 /// Benchmark an API server.
 #[derive(Debug, clap::Args)]
@@ -25,9 +25,25 @@ pub struct BenchArgs {
     /// Against the cluster of this kubeconfig (its current context).
     #[arg(long)]
     kubeconfig: Option<PathBuf>,
-    /// Measure the server's plain PATCH throughput (status patches to pods).
+    /// Measure the server's plain PATCH throughput (status patches to pods) first.
     #[arg(long)]
     raw_patch: bool,
+    /// Stages the engine plays in the lifecycle benchmark (e.g. KWOK's `stage/node/fast`
+    /// and `stage/pod/fast`); without them only `--raw-patch` runs.
+    #[arg(long = "stages", short = 's', num_args = 1..)]
+    stages: Vec<PathBuf>,
+    /// Nodes to create in the lifecycle benchmark.
+    #[arg(long, default_value_t = 1000)]
+    nodes: usize,
+    /// Pods to create in the lifecycle benchmark (bound to the nodes round robin).
+    #[arg(long, default_value_t = 10_000)]
+    pods: usize,
+    /// Engine workers.
+    #[arg(long, default_value_t = 16)]
+    workers: usize,
+    /// Give up the lifecycle benchmark after this long.
+    #[arg(long, default_value = "300s", value_parser = super::duration::parse_std_duration)]
+    timeout: Duration,
     /// Concurrent requests.
     #[arg(long, default_value_t = 16)]
     concurrency: usize,
@@ -48,17 +64,33 @@ const MAX_DURATION: Duration = Duration::from_secs(600);
 const MAX_OBJECTS: usize = 100_000;
 
 pub(super) fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
-    if !args.raw_patch {
+    if !args.raw_patch && args.stages.is_empty() {
         anyhow::bail!(
-            "only the raw PATCH benchmark exists so far: pass --raw-patch (the engine benchmark arrives with `kstage run`)"
+            "nothing to measure: give --raw-patch and/or --stages PATH... (e.g. ../shared/kwok/stage/node/fast ../shared/kwok/stage/pod/fast)"
         );
     }
-    if args.duration > MAX_DURATION || args.objects > MAX_OBJECTS || args.objects == 0 {
+    if args.duration > MAX_DURATION
+        || args.timeout > MAX_DURATION
+        || args.objects > MAX_OBJECTS
+        || args.objects == 0
+        || args.pods > MAX_OBJECTS
+        || args.nodes > MAX_OBJECTS
+    {
         anyhow::bail!(
-            "--duration is at most {}s and --objects between 1 and {MAX_OBJECTS}",
+            "--duration and --timeout are at most {}s; --objects, --nodes and --pods at most {MAX_OBJECTS}",
             MAX_DURATION.as_secs()
         );
     }
+    let clock: std::sync::Arc<dyn crate::clock::Clock> =
+        std::sync::Arc::new(crate::clock::SystemClock);
+    let renderer = crate::template::Renderer::new(std::sync::Arc::new(
+        crate::template::SimEnv::new(clock.clone(), chrono::Utc::now(), env!("CARGO_PKG_VERSION")),
+    ));
+    let stages = if args.stages.is_empty() {
+        Vec::new()
+    } else {
+        super::load_stage_list(&args.stages, &renderer)?
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -79,37 +111,100 @@ pub(super) fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             .await
             .context("cannot configure the client")?;
         let target = config.cluster_url.to_string();
-        let client = kube::Client::try_from(config)?;
-        let spec = RawPatch {
-            concurrency: args.concurrency,
-            duration: args.duration,
-            objects: args.objects,
-            namespace: args.namespace.clone(),
-        };
-        eprintln!(
-            "kstage bench: raw PATCH against {target}{}: {} pods, {} concurrent, {:?}",
-            if server.is_some() { " (embedded)" } else { "" },
-            spec.objects,
-            spec.concurrency,
-            spec.duration
-        );
-        let report = raw_patch(client, &spec, |n, t| {
-            eprint!("\r  {n} patches in {:.0} s ({:.0}/s)   ", t.as_secs_f64(), n as f64 / t.as_secs_f64());
-            let _ = std::io::stderr().flush();
-        })
-        .await?;
-        eprintln!();
-        super::print(&format!(
-            "raw PATCH: {:.0} requests/s ({} ok, {} errors in {:.2} s, concurrency {}), latency p50 {:.2} ms, p99 {:.2} ms\n",
-            report.per_second(),
-            report.ok,
-            report.errors,
-            report.elapsed.as_secs_f64(),
-            spec.concurrency,
-            report.p50.as_secs_f64() * 1e3,
-            report.p99.as_secs_f64() * 1e3,
-        ))?;
+        let client = kube::Client::try_from(config.clone())?;
+        let mut raw_rate = None;
+        let mut failed = false;
+        if args.raw_patch {
+            let spec = RawPatch {
+                concurrency: args.concurrency,
+                duration: args.duration,
+                objects: args.objects,
+                namespace: args.namespace.clone(),
+            };
+            eprintln!(
+                "kstage bench: raw PATCH against {target}{}: {} pods, {} concurrent, {:?}",
+                if server.is_some() { " (embedded)" } else { "" },
+                spec.objects,
+                spec.concurrency,
+                spec.duration
+            );
+            let report = raw_patch(client.clone(), &spec, |n, t| {
+                eprint!("\r  {n} patches in {:.0} s ({:.0}/s)   ", t.as_secs_f64(), n as f64 / t.as_secs_f64());
+                let _ = std::io::stderr().flush();
+            })
+            .await?;
+            eprintln!();
+            super::print(&format!(
+                "raw PATCH: {:.0} requests/s ({} ok, {} errors in {:.2} s, concurrency {}), latency p50 {:.2} ms, p99 {:.2} ms\n",
+                report.per_second(),
+                report.ok,
+                report.errors,
+                report.elapsed.as_secs_f64(),
+                spec.concurrency,
+                report.p50.as_secs_f64() * 1e3,
+                report.p99.as_secs_f64() * 1e3,
+            ))?;
+            raw_rate = Some(report.per_second());
+            failed |= report.errors > 0;
+        }
+        if !stages.is_empty() {
+            let cluster = std::sync::Arc::new(
+                crate::cluster::client::KubeCluster::new(config).map_err(|e| anyhow::anyhow!(e.message))?,
+            );
+            let daemon = crate::daemon::Daemon::start(
+                cluster,
+                stages,
+                false,
+                renderer,
+                crate::engine::EngineConfig { workers: args.workers, clock, ..crate::engine::EngineConfig::default() },
+                crate::decide::Deciders::default(),
+            );
+            let spec = Lifecycle {
+                nodes: args.nodes,
+                pods: args.pods,
+                concurrency: args.concurrency,
+                timeout: args.timeout,
+                namespace: args.namespace.clone(),
+            };
+            eprintln!(
+                "kstage bench: {} nodes and {} pods against {target}{}, {} concurrent creates",
+                spec.nodes,
+                spec.pods,
+                if server.is_some() { " (embedded)" } else { "" },
+                spec.concurrency
+            );
+            let cpu_before = crate::bench::process_cpu().unwrap_or_default();
+            let writes_before = crate::engine::Metrics::get(&daemon.engine().metrics().writes);
+            let report = lifecycle(client, &spec, |line| {
+                eprint!("\r  {line}        ");
+                let _ = std::io::stderr().flush();
+            })
+            .await;
+            eprintln!();
+            let cpu = crate::bench::process_cpu().unwrap_or_default().saturating_sub(cpu_before);
+            let writes = crate::engine::Metrics::get(&daemon.engine().metrics().writes) - writes_before;
+            daemon.shutdown();
+            let report = report?;
+            let busy = report.pods_running + report.deleted;
+            let rate = writes as f64 / busy.as_secs_f64().max(1e-9);
+            let ratio = raw_rate.map_or_else(String::new, |raw| {
+                format!(" = {:.0}% of the raw PATCH rate", 100.0 * rate / raw)
+            });
+            super::print(&format!(
+                "lifecycle: {} nodes Ready in {:.2} s, {} pods Running in {:.2} s (create to Running p50 {:.0} ms, p99 {:.0} ms), deleted in {:.2} s\n  engine: {writes} writes, {rate:.0} writes/s{ratio}; process CPU {:.1} s, peak RSS {:.0} MB{}\n",
+                spec.nodes,
+                report.nodes_ready.as_secs_f64(),
+                spec.pods,
+                report.pods_running.as_secs_f64(),
+                report.p50.as_secs_f64() * 1e3,
+                report.p99.as_secs_f64() * 1e3,
+                report.deleted.as_secs_f64(),
+                cpu.as_secs_f64(),
+                crate::bench::peak_rss_bytes().unwrap_or(0) as f64 / 1e6,
+                if server.is_some() { " (engine, embedded API server and load generator together)" } else { "" },
+            ))?;
+        }
         drop(server);
-        anyhow::Ok(if report.errors == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
+        anyhow::Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
     })
 }

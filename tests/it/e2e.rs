@@ -78,10 +78,11 @@ fn condition_true(object: &Value, kind: &str) -> bool {
         .is_some_and(|c| c.iter().any(|c| c["type"] == kind && c["status"] == "True"))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn nodes_become_ready_and_pods_run_then_go() {
-    let server = ApiServer::start(Config::default()).await.expect("server");
-    let cluster = Arc::new(KubeCluster::new(kube_config(&server).await).expect("cluster"));
+/// 100 nodes and 1,000 pods through KWOK's node and `pod/general` Stage sets, with the
+/// engine talking to `server` through kube-rs: nodes Ready, pods Running with an IP
+/// each, then a user's graceful deletion and the pods gone.
+async fn nodes_and_pods_through_the_engine(server: &ApiServer) {
+    let cluster = Arc::new(KubeCluster::new(kube_config(server).await).expect("cluster"));
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let stages = stage_set(clock.clone(), &["stage/node/fast", "stage/pod/general"]);
     let engine = Engine::new(
@@ -139,7 +140,6 @@ async fn nodes_become_ready_and_pods_run_then_go() {
         "{nodes} nodes Ready and {pods} pods Running in {:?}",
         started.elapsed()
     );
-    // Each pod got its own IP.
     let resource = state.resource_of("v1", "Pod").expect("pods");
     let listed = state
         .list(&resource, None, None, 0, None, |_| true)
@@ -150,7 +150,6 @@ async fn nodes_become_ready_and_pods_run_then_go() {
         .filter_map(|p| p.pointer("/status/podIP").and_then(Value::as_str))
         .collect();
     assert_eq!(ips.len(), pods, "one IP per pod");
-
     // A user deletes the pods gracefully (1 s: bound pods are only marked); pod-delete
     // removes them before their grace period ends.
     for p in &listed {
@@ -164,6 +163,64 @@ async fn nodes_become_ready_and_pods_run_then_go() {
     for t in tasks {
         t.abort();
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_become_ready_and_pods_run_then_go() {
+    let server = ApiServer::start(Config::default()).await.expect("server");
+    nodes_and_pods_through_the_engine(&server).await;
+}
+
+/// The same run with about 10% of every verb failing (resets, 500, 503, 429 with
+/// Retry-After, timeouts) and watches closed early: it completes, and no Stage event is
+/// emitted twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_ten_percent_faults_nothing_is_lost_and_no_event_repeats() {
+    let config = Config {
+        faults: "*:reset=0.02,*:500=0.02,*:503=0.02,*:429@1s=0.02,*:timeout=0.02,watch:close=0.5"
+            .parse()
+            .expect("spec"),
+        fault_timeout: Duration::from_millis(100),
+        watch_close_max: Duration::from_secs(1),
+        ..Config::default()
+    };
+    let server = ApiServer::start(config).await.expect("server");
+    nodes_and_pods_through_the_engine(&server).await;
+    let faults = &server.server().faults;
+    let injected = faults.injected_total();
+    let requests: u64 = faults.requests().values().sum();
+    eprintln!("{injected} faults injected in {requests} requests");
+    assert!(
+        injected as f64 > 0.05 * requests as f64,
+        "{injected} faults in {requests} requests"
+    );
+    // Every event (object, reason) once, although requests failed and were retried.
+    let state = &server.server().state;
+    let events = state.resource_of("v1", "Event").expect("events");
+    let mut counts: std::collections::BTreeMap<(String, String), usize> = Default::default();
+    for e in state
+        .list(&events, None, None, 0, None, |_| true)
+        .expect("list")
+        .items
+    {
+        let name = e
+            .pointer("/involvedObject/name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned();
+        let reason = e
+            .pointer("/reason")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned();
+        *counts.entry((name, reason)).or_default() += 1;
+    }
+    assert!(!counts.is_empty(), "the Stages emit events");
+    let repeated: Vec<_> = counts.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(
+        repeated.is_empty(),
+        "events emitted more than once: {repeated:?}"
+    );
 }
 
 fn routing_stage(message: &str) -> Value {
@@ -314,4 +371,58 @@ fn kstage_up_plays_the_examples() {
         seen[0]
     );
     assert!(dir.join("kubeconfig").exists());
+}
+
+/// The lifecycle benchmark with the engine playing KWOK's fast Stages: every pod runs,
+/// the deletion completes, and the cluster is left as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lifecycle_benchmark_measures_and_cleans_up() {
+    let server = ApiServer::start(Config::default()).await.expect("server");
+    let config = kube_config(&server).await;
+    let cluster = Arc::new(KubeCluster::new(config.clone()).expect("cluster"));
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let stages = stage_set(clock.clone(), &["stage/node/fast", "stage/pod/fast"]);
+    let engine = Engine::new(
+        cluster,
+        stages,
+        EngineConfig {
+            workers: 8,
+            clock,
+            ..EngineConfig::default()
+        },
+    );
+    let tasks = engine.start();
+    let spec = kstage::bench::Lifecycle {
+        nodes: 10,
+        pods: 50,
+        concurrency: 8,
+        timeout: Duration::from_secs(60),
+        namespace: "default".into(),
+    };
+    let report = kstage::bench::lifecycle(
+        kube::Client::try_from(config).expect("client"),
+        &spec,
+        |_| {},
+    )
+    .await
+    .expect("benchmark");
+    assert!(report.nodes_ready <= report.pods_running + Duration::from_secs(60));
+    assert!(
+        report.p50 <= report.p99 && report.p99 <= report.pods_running,
+        "{report:?}"
+    );
+    let state = &server.server().state;
+    for kind in ["Pod", "Node"] {
+        let resource = state.resource_of("v1", kind).expect("kind");
+        let left = state
+            .list(&resource, None, None, 0, None, |_| true)
+            .expect("list")
+            .items;
+        assert!(left.is_empty(), "{kind}s left: {}", left.len());
+    }
+    assert!(kstage::engine::Metrics::get(&engine.metrics().writes) >= 10 + 50 + 50);
+    engine.shutdown();
+    for t in tasks {
+        t.abort();
+    }
 }
