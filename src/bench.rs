@@ -328,7 +328,6 @@ async fn lifecycle_run(
     changed: &tokio::sync::Notify,
     progress: &(impl Fn(&str) + Send + Sync),
 ) -> Result<LifecycleReport, LifecycleError> {
-    use futures_util::StreamExt as _;
     let snapshot = |f: &dyn Fn(&Seen) -> usize| {
         f(&seen
             .lock()
@@ -340,54 +339,24 @@ async fn lifecycle_run(
     let node_names: Vec<String> = (0..spec.nodes)
         .map(|i| format!("kstage-bench-node-{i}"))
         .collect();
-    futures_util::stream::iter(node_names.iter().cloned())
-        .map(|name| {
-            let body = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": label}});
-            async move {
-                let node = serde_json::from_value(body).map_err(|e| BenchError::Setup {
-                    what: "building a node".into(),
-                    source: kube::Error::SerdeError(e),
-                })?;
-                nodes_api
-                    .create(&PostParams::default(), &node)
-                    .await
-                    .map_err(setup(format!("creating node {name}")))
-            }
-        })
-        .buffer_unordered(spec.concurrency.max(1))
-        .collect::<Vec<_>>()
-        .await
-        .into_iter()
-        .collect::<Result<Vec<_>, _>>()?;
+    let nodes = node_names.iter().map(|name| {
+        json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": label}})
+    });
+    create_all(nodes_api, nodes, spec.concurrency, |_| {}).await?;
     let created: std::sync::Mutex<HashMap<String, Instant>> = std::sync::Mutex::default();
-    futures_util::stream::iter(0..spec.pods)
-        .map(|i| {
-            let name = format!("kstage-bench-pod-{i}");
-            let node = &node_names[i % node_names.len().max(1)];
-            let body = json!({"apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": name, "labels": label},
-                "spec": {"nodeName": node, "containers": [{"name": "c", "image": "busybox"}]}});
-            let created = &created;
-            async move {
-                let pod: Pod = serde_json::from_value(body).map_err(|e| BenchError::Setup {
-                    what: "building a pod".into(),
-                    source: kube::Error::SerdeError(e),
-                })?;
-                created
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .insert(name.clone(), Instant::now());
-                pods_api
-                    .create(&PostParams::default(), &pod)
-                    .await
-                    .map_err(setup(format!("creating pod {name}")))
-            }
-        })
-        .buffer_unordered(spec.concurrency.max(1))
-        .collect::<Vec<_>>()
-        .await
-        .into_iter()
-        .collect::<Result<Vec<_>, _>>()?;
+    let pods = (0..spec.pods).map(|i| {
+        let node = &node_names[i % node_names.len().max(1)];
+        json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("kstage-bench-pod-{i}"), "labels": label},
+            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "busybox"}]}})
+    });
+    create_all(pods_api, pods, spec.concurrency, |name| {
+        created
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(name.to_owned(), Instant::now());
+    })
+    .await?;
     let mut last_report = Instant::now();
     loop {
         let ready = snapshot(&|s| s.ready_nodes.len());
@@ -481,6 +450,41 @@ async fn lifecycle_run(
         p99,
         deleted: deleting.elapsed(),
     })
+}
+
+/// Create `objects` with `concurrency` requests in flight; `sending` is told each name
+/// just before its request goes.
+async fn create_all<K>(
+    api: &Api<K>,
+    objects: impl Iterator<Item = serde_json::Value>,
+    concurrency: usize,
+    sending: impl Fn(&str),
+) -> Result<(), BenchError>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    use futures_util::StreamExt as _;
+    let sending = &sending;
+    let results: Vec<Result<K, BenchError>> = futures_util::stream::iter(objects)
+        .map(|body| async move {
+            let name = body
+                .pointer("/metadata/name")
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or("")
+                .to_owned();
+            let object: K = serde_json::from_value(body).map_err(|e| BenchError::Setup {
+                what: format!("building {name}"),
+                source: kube::Error::SerdeError(e),
+            })?;
+            sending(&name);
+            api.create(&PostParams::default(), &object)
+                .await
+                .map_err(setup(format!("creating {name}")))
+        })
+        .buffer_unordered(concurrency.max(1))
+        .collect()
+        .await;
+    results.into_iter().try_for_each(|r| r.map(drop))
 }
 
 /// CPU time used by this process (user + system), from `/proc/self/stat`.

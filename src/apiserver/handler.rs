@@ -573,36 +573,39 @@ fn conform(
     if resource.namespaced
         && let Some(ns) = namespace
     {
-        match meta.get("namespace").and_then(Value::as_str) {
-            None | Some("") => {
-                meta.insert("namespace".into(), json!(ns));
-            }
-            Some(v) if v == ns => {}
-            Some(_) => {
-                return Err(reply::error(
-                    400,
-                    "the namespace of the provided object does not match the namespace sent on the request",
-                    None,
-                ));
-            }
-        }
+        fill_or_check(
+            meta,
+            "namespace",
+            ns,
+            "the namespace of the provided object does not match the namespace sent on the request",
+        )?;
     }
     if let Some(name) = name {
-        match meta.get("name").and_then(Value::as_str) {
-            None | Some("") => {
-                meta.insert("name".into(), json!(name));
-            }
-            Some(v) if v == name => {}
-            Some(_) => {
-                return Err(reply::error(
-                    400,
-                    "the name of the object does not match the name on the URL",
-                    None,
-                ));
-            }
-        }
+        fill_or_check(
+            meta,
+            "name",
+            name,
+            "the name of the object does not match the name on the URL",
+        )?;
     }
     Ok(())
+}
+
+/// Set `field` of `meta` to what the path says, or refuse a different value.
+fn fill_or_check(
+    meta: &mut serde_json::Map<String, Value>,
+    field: &str,
+    wanted: &str,
+    mismatch: &str,
+) -> Result<(), Response<Body>> {
+    match meta.get(field).and_then(Value::as_str) {
+        None | Some("") => {
+            meta.insert(field.into(), json!(wanted));
+            Ok(())
+        }
+        Some(v) if v == wanted => Ok(()),
+        Some(_) => Err(reply::error(400, mismatch, None)),
+    }
 }
 
 fn name_in(object: &Value) -> &str {

@@ -6,9 +6,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::Context as _;
-use kube::config::{KubeConfigOptions, Kubeconfig};
-
 use crate::apiserver::{ApiServer, Config};
 use crate::bench::{Lifecycle, RawPatch, lifecycle, raw_patch};
 
@@ -83,33 +80,20 @@ pub(super) fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     }
     let clock: std::sync::Arc<dyn crate::clock::Clock> =
         std::sync::Arc::new(crate::clock::SystemClock);
-    let renderer = crate::template::Renderer::new(std::sync::Arc::new(
-        crate::template::SimEnv::new(clock.clone(), chrono::Utc::now(), env!("CARGO_PKG_VERSION")),
-    ));
-    let stages = if args.stages.is_empty() {
-        Vec::new()
-    } else {
-        super::load_stage_list(&args.stages, &renderer)?
-    };
+    let renderer = super::run::renderer(clock.clone());
+    let stages = super::run::stage_files(&args.stages, &renderer)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     runtime.block_on(async {
-        let (server, kubeconfig) = match &args.kubeconfig {
-            Some(path) => {
-                let k = Kubeconfig::read_from(path)
-                    .with_context(|| format!("cannot read {}", path.display()))?;
-                (None, k)
-            }
+        let (server, config) = match &args.kubeconfig {
+            Some(path) => (None, super::run::client_config(Some(path)).await?),
             None => {
                 let server = ApiServer::start(Config::default()).await?;
-                let k = Kubeconfig::from_yaml(&server.kubeconfig())?;
-                (Some(server), k)
+                let config = super::run::embedded_config(&server).await?;
+                (Some(server), config)
             }
         };
-        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-            .await
-            .context("cannot configure the client")?;
         let target = config.cluster_url.to_string();
         let client = kube::Client::try_from(config.clone())?;
         let mut raw_rate = None;

@@ -73,12 +73,42 @@ const BUILTIN_STAGES: &[&str] = &[
 /// The Stage CustomResourceDefinition `kstage up` installs.
 const STAGE_CRD: &str = include_str!("../../deploy/crds/stages.kwok.x-k8s.io.yaml");
 
-fn renderer(clock: Arc<dyn Clock>) -> Renderer {
+/// The template renderer of real runs (wall clock).
+pub(super) fn renderer(clock: Arc<dyn Clock>) -> Renderer {
     Renderer::new(Arc::new(SimEnv::new(
         clock,
         chrono::Utc::now(),
         env!("CARGO_PKG_VERSION"),
     )))
+}
+
+/// The Stages of `paths`; none without paths.
+pub(super) fn stage_files(paths: &[PathBuf], renderer: &Renderer) -> anyhow::Result<Vec<Stage>> {
+    if paths.is_empty() {
+        return Ok(Vec::new());
+    }
+    super::load_stage_list(paths, renderer)
+}
+
+/// The client configuration of a kubeconfig file, or inferred (in-cluster, then
+/// `$KUBECONFIG` or `~/.kube/config`) without one.
+pub(super) async fn client_config(path: Option<&std::path::Path>) -> anyhow::Result<kube::Config> {
+    match path {
+        Some(path) => {
+            let k = Kubeconfig::read_from(path)
+                .with_context(|| format!("cannot read {}", path.display()))?;
+            Ok(kube::Config::from_custom_kubeconfig(k, &KubeConfigOptions::default()).await?)
+        }
+        None => kube::Config::infer()
+            .await
+            .context("no cluster configuration (in-cluster or kubeconfig); give --kubeconfig"),
+    }
+}
+
+/// The client configuration for an embedded API server.
+pub(super) async fn embedded_config(server: &ApiServer) -> anyhow::Result<kube::Config> {
+    let k = Kubeconfig::from_yaml(&server.kubeconfig())?;
+    Ok(kube::Config::from_custom_kubeconfig(k, &KubeConfigOptions::default()).await?)
 }
 
 fn builtin_stages(renderer: &Renderer) -> anyhow::Result<Vec<Stage>> {
@@ -117,25 +147,12 @@ pub(super) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     }
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let renderer = renderer(clock.clone());
-    let files = if args.stages.is_empty() {
-        Vec::new()
-    } else {
-        super::load_stage_list(&args.stages, &renderer)?
-    };
+    let files = stage_files(&args.stages, &renderer)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     runtime.block_on(async {
-        let config = match &args.kubeconfig {
-            Some(path) => {
-                let k = Kubeconfig::read_from(path)
-                    .with_context(|| format!("cannot read {}", path.display()))?;
-                kube::Config::from_custom_kubeconfig(k, &KubeConfigOptions::default()).await?
-            }
-            None => kube::Config::infer().await.context(
-                "no cluster configuration (in-cluster or kubeconfig); give --kubeconfig",
-            )?,
-        };
+        let config = client_config(args.kubeconfig.as_deref()).await?;
         let server = config.cluster_url.to_string();
         let cluster = Arc::new(KubeCluster::new(config).map_err(|e| anyhow::anyhow!(e.message))?);
         let n = files.len();
@@ -187,8 +204,7 @@ pub(super) fn up(args: UpArgs) -> anyhow::Result<ExitCode> {
         server
             .write_kubeconfig(&args.kubeconfig)
             .with_context(|| format!("cannot write {}", args.kubeconfig.display()))?;
-        let kubeconfig = Kubeconfig::from_yaml(&server.kubeconfig())?;
-        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
+        let config = embedded_config(&server).await?;
         let cluster = Arc::new(KubeCluster::new(config).map_err(|e| anyhow::anyhow!(e.message))?);
         let daemon = Daemon::start(
             cluster,
