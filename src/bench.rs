@@ -146,19 +146,14 @@ pub async fn raw_patch(
     }
     let elapsed = start.elapsed();
     ticker.abort();
-    latencies.sort_unstable();
-    let pick = |q: f64| {
-        latencies
-            .get(((latencies.len() as f64 * q) as usize).min(latencies.len().saturating_sub(1)))
-            .copied()
-            .unwrap_or_default()
-    };
+    let ok = latencies.len() as u64;
+    let [p50, p99] = quantiles(latencies, [0.5, 0.99]);
     let report = RawPatchReport {
-        ok: latencies.len() as u64,
+        ok,
         errors: errors.load(Ordering::Relaxed),
         elapsed,
-        p50: pick(0.5),
-        p99: pick(0.99),
+        p50,
+        p99,
     };
     pods.delete_collection(
         &DeleteParams {
@@ -396,7 +391,7 @@ async fn lifecycle_run(
         .unwrap_or_else(std::sync::PoisonError::into_inner)
         .nodes_ready_at
         .map(|t| t.saturating_duration_since(start));
-    let mut latencies: Vec<Duration> = {
+    let latencies: Vec<Duration> = {
         let s = seen
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -408,14 +403,7 @@ async fn lifecycle_run(
             .filter_map(|(name, at)| created.get(name).map(|c| at.saturating_duration_since(*c)))
             .collect()
     };
-    latencies.sort_unstable();
-    let pick = |q: f64| {
-        latencies
-            .get(((latencies.len() as f64 * q) as usize).min(latencies.len().saturating_sub(1)))
-            .copied()
-            .unwrap_or_default()
-    };
-    let (p50, p99) = (pick(0.5), pick(0.99));
+    let [p50, p99] = quantiles(latencies, [0.5, 0.99]);
     // Delete the pods as a user would (gracefully: the engine finishes them off).
     let deleting = Instant::now();
     let deadline = deleting + spec.timeout;
@@ -449,6 +437,15 @@ async fn lifecycle_run(
         p50,
         p99,
         deleted: deleting.elapsed(),
+    })
+}
+
+/// The `qs` quantiles of `samples` (zero when there are none).
+fn quantiles<const N: usize>(mut samples: Vec<Duration>, qs: [f64; N]) -> [Duration; N] {
+    samples.sort_unstable();
+    qs.map(|q| {
+        let i = ((samples.len() as f64 * q) as usize).min(samples.len().saturating_sub(1));
+        samples.get(i).copied().unwrap_or_default()
     })
 }
 

@@ -537,6 +537,27 @@ fn object_body(body: &[u8]) -> Result<Value, Response<Body>> {
     }
 }
 
+/// The object of a request body, filled in and checked by [`conform`]; `typed` requires
+/// `apiVersion` and `kind` in the body (server-side apply does).
+fn conformed(
+    resource: &Resource,
+    namespace: Option<&str>,
+    name: Option<&str>,
+    body: &[u8],
+    typed: bool,
+) -> Result<Value, Response<Body>> {
+    let mut object = object_body(body)?;
+    if typed && (object.get("apiVersion").is_none() || object.get("kind").is_none()) {
+        return Err(reply::error(
+            400,
+            "apiVersion and kind must be set in an applied object",
+            None,
+        ));
+    }
+    conform(resource, namespace, name, &mut object)?;
+    Ok(object)
+}
+
 /// Fill in or check what the path says of an object: apiVersion, kind, namespace, name.
 fn conform(
     resource: &Resource,
@@ -624,13 +645,10 @@ fn create(
     if resource.namespaced && namespace.is_none() {
         return reply::not_found();
     }
-    let mut object = match object_body(body) {
+    let object = match conformed(resource, namespace, None, body, false) {
         Ok(o) => o,
         Err(r) => return r,
     };
-    if let Err(r) = conform(resource, namespace, None, &mut object) {
-        return r;
-    }
     let name = name_in(&object).to_owned();
     match state.create(object) {
         Ok(created) => reply::json(StatusCode::CREATED, &created),
@@ -645,18 +663,16 @@ fn create(
 
 fn update(state: &State, resource: &Resource, target: &Target, body: &[u8]) -> Response<Body> {
     let name = target.name.as_deref().unwrap_or("");
-    let mut object = match object_body(body) {
-        Ok(o) => o,
-        Err(r) => return r,
-    };
-    if let Err(r) = conform(
+    let object = match conformed(
         resource,
         target.namespace.as_deref(),
         Some(name),
-        &mut object,
+        body,
+        false,
     ) {
-        return r;
-    }
+        Ok(o) => o,
+        Err(r) => return r,
+    };
     let key = key_of(resource, target.namespace.as_deref(), name);
     match state.update(&key, object, target.subresource.as_deref()) {
         Ok(o) => reply::json(StatusCode::OK, &o),
@@ -696,25 +712,16 @@ fn patch(
                 None,
             );
         }
-        let mut object = match object_body(body) {
-            Ok(o) => o,
-            Err(r) => return r,
-        };
-        if object.get("apiVersion").is_none() || object.get("kind").is_none() {
-            return reply::error(
-                400,
-                "apiVersion and kind must be set in an applied object",
-                None,
-            );
-        }
-        if let Err(r) = conform(
+        let object = match conformed(
             resource,
             target.namespace.as_deref(),
             Some(name),
-            &mut object,
+            body,
+            true,
         ) {
-            return r;
-        }
+            Ok(o) => o,
+            Err(r) => return r,
+        };
         // Custom resources merge; built-in kinds merge lists by their keys.
         let as_type = if resource.builtin {
             PatchType::Apply
