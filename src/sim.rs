@@ -44,6 +44,8 @@ pub struct Config {
     pub timeline: bool,
     /// Who selects, renders and classifies (plugins with `--config`; built-in otherwise).
     pub deciders: Deciders,
+    /// Told about every object that goes away (releases pod IPs).
+    pub on_gone: Option<crate::engine::GoneHook>,
 }
 
 impl Default for Config {
@@ -58,6 +60,7 @@ impl Default for Config {
             workers: 1,
             timeline: true,
             deciders: Deciders::default(),
+            on_gone: None,
         }
     }
 }
@@ -142,6 +145,7 @@ pub async fn run(
         seed: config.seed,
         clock,
         journal: config.timeline.then(|| journal.clone()),
+        on_gone: config.on_gone.clone(),
         ..EngineConfig::default()
     };
     let engine = Engine::with_deciders(

@@ -80,7 +80,8 @@ pub(super) fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     }
     let clock: std::sync::Arc<dyn crate::clock::Clock> =
         std::sync::Arc::new(crate::clock::SystemClock);
-    let renderer = super::run::renderer(clock.clone());
+    let env = super::run::template_env(clock.clone(), None)?;
+    let renderer = crate::template::Renderer::new(env.clone());
     let stages = super::run::stage_files(&args.stages, &renderer)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -140,7 +141,12 @@ pub(super) fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
                 stages,
                 false,
                 renderer,
-                crate::engine::EngineConfig { workers: args.workers, clock, ..crate::engine::EngineConfig::default() },
+                crate::engine::EngineConfig {
+                    workers: args.workers,
+                    clock,
+                    on_gone: Some(super::run::releases_ips(&env)),
+                    ..crate::engine::EngineConfig::default()
+                },
                 crate::decide::Deciders::default(),
             );
             let spec = Lifecycle {

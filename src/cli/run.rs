@@ -35,6 +35,10 @@ pub struct RunArgs {
     /// Workers playing Stages concurrently.
     #[arg(long, default_value_t = 16)]
     workers: usize,
+    /// Pod IP range(s): `V4` or `V4,V6` (dual-stack); default 10.244.0.0/16. Addresses are
+    /// released when their pod goes away.
+    #[arg(long)]
+    cidr: Option<String>,
 }
 
 /// Start an embedded API server and play Stages against it.
@@ -58,6 +62,9 @@ pub struct UpArgs {
     /// Workers playing Stages concurrently.
     #[arg(long, default_value_t = 16)]
     workers: usize,
+    /// Pod IP range(s): `V4` or `V4,V6` (dual-stack); default 10.244.0.0/16.
+    #[arg(long)]
+    cidr: Option<String>,
 }
 
 /// kstage's own node and pod Stages, used by `kstage up` without `--stages`.
@@ -73,13 +80,33 @@ const BUILTIN_STAGES: &[&str] = &[
 /// The Stage CustomResourceDefinition `kstage up` installs.
 const STAGE_CRD: &str = include_str!("../../deploy/crds/stages.kwok.x-k8s.io.yaml");
 
-/// The template renderer of real runs (wall clock).
-pub(super) fn renderer(clock: Arc<dyn Clock>) -> Renderer {
-    Renderer::new(Arc::new(SimEnv::new(
-        clock,
-        chrono::Utc::now(),
-        env!("CARGO_PKG_VERSION"),
-    )))
+/// The template environment of real runs (wall clock; pod IPs from `cidr` when given:
+/// `V4[,V6]`, dual-stack with both).
+pub(super) fn template_env(
+    clock: Arc<dyn Clock>,
+    cidr: Option<&str>,
+) -> anyhow::Result<Arc<SimEnv>> {
+    let env = SimEnv::new(clock, chrono::Utc::now(), env!("CARGO_PKG_VERSION"));
+    let env = match cidr {
+        None => env,
+        Some(cidr) => {
+            let (v4, v6) = cidr.split_once(',').unwrap_or((cidr, ""));
+            let env = env.with_dual_stack(!v6.trim().is_empty());
+            let env = if v6.trim().is_empty() {
+                env.with_pod_cidrs(v4.trim(), "fd00:10:244::/64")
+            } else {
+                env.with_pod_cidrs(v4.trim(), v6.trim())
+            };
+            env.with_context(|| format!("--cidr {cidr:?}"))?
+        }
+    };
+    Ok(Arc::new(env))
+}
+
+/// The hook that returns the IPs of pods that went away to `env`'s pool.
+pub(super) fn releases_ips(env: &Arc<SimEnv>) -> crate::engine::GoneHook {
+    let env = env.clone();
+    crate::engine::GoneHook(Arc::new(move |object| env.release(object)))
 }
 
 /// The Stages of `paths`; none without paths.
@@ -125,11 +152,12 @@ fn builtin_stages(renderer: &Renderer) -> anyhow::Result<Vec<Stage>> {
     Ok(stages)
 }
 
-fn engine_config(workers: usize, clock: Arc<dyn Clock>) -> EngineConfig {
+fn engine_config(workers: usize, clock: Arc<dyn Clock>, env: &Arc<SimEnv>) -> EngineConfig {
     EngineConfig {
         workers,
         clock,
         seed: rand_seed(),
+        on_gone: Some(releases_ips(env)),
         ..EngineConfig::default()
     }
 }
@@ -146,7 +174,8 @@ pub(super) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         anyhow::bail!("nothing to play: give --stages PATH... and/or --stage-crds");
     }
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let renderer = renderer(clock.clone());
+    let env = template_env(clock.clone(), args.cidr.as_deref())?;
+    let renderer = Renderer::new(env.clone());
     let files = stage_files(&args.stages, &renderer)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -161,7 +190,7 @@ pub(super) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             files,
             args.stage_crds,
             renderer,
-            engine_config(args.workers, clock),
+            engine_config(args.workers, clock, &env),
             crate::decide::Deciders::default(),
         );
         eprintln!(
@@ -181,7 +210,8 @@ pub(super) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
 
 pub(super) fn up(args: UpArgs) -> anyhow::Result<ExitCode> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let renderer = renderer(clock.clone());
+    let env = template_env(clock.clone(), args.cidr.as_deref())?;
+    let renderer = Renderer::new(env.clone());
     let files = if args.stages.is_empty() {
         builtin_stages(&renderer)?
     } else {
@@ -211,7 +241,7 @@ pub(super) fn up(args: UpArgs) -> anyhow::Result<ExitCode> {
             files,
             true,
             renderer,
-            engine_config(args.workers, clock),
+            engine_config(args.workers, clock, &env),
             crate::decide::Deciders::default(),
         );
         for object in objects {

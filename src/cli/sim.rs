@@ -103,8 +103,8 @@ pub(super) fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     let report = runtime.block_on(async {
         let clock: Arc<dyn Clock> = Arc::new(TokioClock::new(start));
-        let env = SimEnv::new(clock.clone(), start, env!("CARGO_PKG_VERSION"));
-        let renderer = Renderer::new(Arc::new(env));
+        let env = Arc::new(SimEnv::new(clock.clone(), start, env!("CARGO_PKG_VERSION")));
+        let renderer = Renderer::new(env.clone());
         let stages = super::load_stages(&paths.stages, &renderer)?;
         let deciders = match plugin_config {
             None => crate::decide::Deciders::default(),
@@ -122,6 +122,7 @@ pub(super) fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
             workers: workers as usize,
             timeline: output != SimOutput::Summary,
             deciders,
+            on_gone: Some(super::run::releases_ips(&env)),
         };
         anyhow::Ok(crate::sim::run(stages, clock, objects, config).await?)
     })?;

@@ -61,6 +61,19 @@ pub struct EngineConfig {
     pub clock: Arc<dyn Clock>,
     /// Record every Stage played (for `kstage sim`'s timeline).
     pub journal: Option<Arc<Journal>>,
+    /// Called with the last state of every object that goes away (to release its pod
+    /// IPs ...).
+    pub on_gone: Option<GoneHook>,
+}
+
+/// A function told about objects that went away.
+#[derive(Clone)]
+pub struct GoneHook(pub Arc<dyn Fn(&Value) + Send + Sync>);
+
+impl std::fmt::Debug for GoneHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("GoneHook")
+    }
 }
 
 impl Default for EngineConfig {
@@ -72,6 +85,7 @@ impl Default for EngineConfig {
             seed: 0,
             clock: Arc::new(SystemClock),
             journal: None,
+            on_gone: None,
         }
     }
 }
@@ -175,6 +189,7 @@ pub struct Engine<C: Cluster> {
     watched: Mutex<HashSet<ResourceRef>>,
     metrics: Metrics,
     journal: Option<Arc<Journal>>,
+    on_gone: Option<GoneHook>,
     /// Watch events handled, so a driver can tell when the engine has caught up.
     observed: AtomicU64,
 }
@@ -221,6 +236,7 @@ impl<C: Cluster> Engine<C> {
             watched: Mutex::new(HashSet::new()),
             metrics: Metrics::default(),
             journal: config.journal,
+            on_gone: config.on_gone,
             observed: AtomicU64::new(0),
         })
     }
@@ -330,6 +346,7 @@ impl<C: Cluster> Engine<C> {
                 if let Some(key) = ObjectKey::of(&object) {
                     self.deleted(&mut keys, &key);
                 }
+                self.gone(&object);
             }
             WatchEvent::Restarted(objects) => {
                 let mut seen = HashSet::new();
@@ -351,9 +368,20 @@ impl<C: Cluster> Engine<C> {
                     .cloned()
                     .collect();
                 for key in gone {
+                    let last = keys.latest.get(&key).and_then(|seen| seen.object.upgrade());
                     self.deleted(&mut keys, &key);
+                    if let Some(object) = last {
+                        self.gone(&object);
+                    }
                 }
             }
+        }
+    }
+
+    /// Tell the [`EngineConfig::on_gone`] hook that an object went away.
+    fn gone(&self, object: &Value) {
+        if let Some(hook) = &self.on_gone {
+            (hook.0)(object);
         }
     }
 

@@ -379,6 +379,35 @@ impl SimEnv {
         &self.clock
     }
 
+    /// Returns the addresses of a pod that went away (its last state) to the pool;
+    /// other objects are ignored.
+    pub fn release(&self, object: &serde_json::Value) {
+        let text = |p: &str| {
+            object
+                .pointer(p)
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or("")
+        };
+        if object.get("kind").and_then(serde_json::Value::as_str) != Some("Pod")
+            || text("/apiVersion") != "v1"
+        {
+            return;
+        }
+        self.release_pod(&PodIpRequest {
+            node_name: text("/spec/nodeName"),
+            host_network: object.pointer("/spec/hostNetwork")
+                == Some(&serde_json::Value::Bool(true)),
+            uid: text("/metadata/uid"),
+            name: text("/metadata/name"),
+            namespace: text("/metadata/namespace"),
+        });
+    }
+
+    /// How many pods hold addresses.
+    pub fn leased_pods(&self) -> usize {
+        self.leases().pods.len()
+    }
+
     /// Returns a pod's addresses to the pool (when the pod is deleted); the lowest freed
     /// addresses are handed out first.
     pub fn release_pod(&self, pod: &PodIpRequest<'_>) {

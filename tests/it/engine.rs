@@ -380,3 +380,70 @@ async fn a_relist_forgets_objects_that_are_gone_and_cancels_their_jobs() {
     );
     w.engine.shutdown();
 }
+
+/// 10,000 pods get an IP each, and their deletion returns every address: the pool ends
+/// as it started (the next pod gets the first address again).
+#[tokio::test(start_paused = true)]
+async fn pod_ips_are_released_when_pods_go() {
+    let clock: Arc<dyn Clock> = Arc::new(TokioClock::new(start()));
+    let cluster = Arc::new(MemoryCluster::new(
+        clock.clone(),
+        Faults::new(FaultSpec::none(), 1),
+    ));
+    let env = Arc::new(SimEnv::new(clock.clone(), start(), "test"));
+    let renderer = Renderer::new(env.clone());
+    let set = crate::kwok_dir().join("stage/pod/fast");
+    let loaded = kstage::stage::load::load(&[set], &renderer).expect("corpus readable");
+    assert!(loaded.problems.is_empty(), "{:?}", loaded.problems);
+    let hook_env = env.clone();
+    let config = EngineConfig {
+        workers: 4,
+        clock,
+        on_gone: Some(kstage::engine::GoneHook(Arc::new(move |o| {
+            hook_env.release(o)
+        }))),
+        ..EngineConfig::default()
+    };
+    let engine = Engine::new(cluster.clone(), StageSet::new(loaded.stages), config);
+    engine.start();
+    let n = 10_000;
+    let names: Vec<String> = (0..n).map(|i| format!("pod-{i}")).collect();
+    for name in &names {
+        cluster.insert(pod(name)).expect("created");
+    }
+    let has_ip = |name: &str| {
+        cluster
+            .object(&key(name))
+            .is_some_and(|p| p.pointer("/status/podIP").is_some())
+    };
+    assert!(
+        wait_until(
+            || names.iter().all(|n| has_ip(n)),
+            Duration::from_secs(3600)
+        )
+        .await
+    );
+    let first_ip = cluster.object(&key("pod-0")).expect("pod")["status"]["podIP"].clone();
+    assert_eq!(env.leased_pods(), n);
+    for name in &names {
+        cluster.user_delete(&key(name)).expect("deleted");
+    }
+    assert!(wait_until(|| cluster.is_empty(), Duration::from_secs(3600)).await);
+    assert_eq!(env.leased_pods(), 0, "every address came back");
+    let next = kstage::template::TemplateEnv::pod_ip_with(
+        &*env,
+        &kstage::template::PodIpRequest {
+            node_name: "node-0",
+            host_network: false,
+            uid: "fresh",
+            name: "fresh",
+            namespace: "default",
+        },
+    )
+    .expect("an address");
+    assert_eq!(
+        json!(next),
+        first_ip,
+        "the pool starts over at its first address"
+    );
+}
