@@ -286,12 +286,13 @@ impl<C: Cluster> Engine<C> {
             }
             let mut rx = self.cluster.watch(resource);
             let engine = self.clone();
+            let resource = resource.clone();
             tasks.push(tokio::spawn(async move {
                 while let Some(event) = rx.recv().await {
                     if engine.queue.is_closed() {
                         break;
                     }
-                    engine.observe(event);
+                    engine.observe_from(Some(&resource), event);
                 }
             }));
         }
@@ -338,6 +339,12 @@ impl<C: Cluster> Engine<C> {
 
     /// Handle one watch event.
     pub fn observe(&self, event: WatchEvent) {
+        self.observe_from(None, event);
+    }
+
+    /// Handle one watch event of `resource`'s watch: a restart then also forgets the
+    /// objects of that resource when it lists none at all.
+    pub fn observe_from(&self, resource: Option<&ResourceRef>, event: WatchEvent) {
         let _counted = Counted(&self.observed);
         let mut keys = lock(&self.keys);
         match event {
@@ -351,6 +358,9 @@ impl<C: Cluster> Engine<C> {
             WatchEvent::Restarted(objects) => {
                 let mut seen = HashSet::new();
                 let mut resources = HashSet::new();
+                if let Some(r) = resource {
+                    resources.insert((r.api_group.clone(), r.kind.clone()));
+                }
                 for object in objects {
                     if let Some(key) = ObjectKey::of(&object) {
                         resources.insert((key.api_version.clone(), key.kind.clone()));

@@ -370,7 +370,19 @@ async fn a_relist_forgets_objects_that_are_gone_and_cancels_their_jobs() {
         !w.engine.queue().contains(&key("b")),
         "the job of a pod missing from the relist is cancelled"
     );
+    // An empty relist of the pods' watch forgets them all.
+    let pods = kstage::stage::ResourceRef {
+        api_group: "v1".into(),
+        kind: "Pod".into(),
+    };
+    w.engine
+        .observe_from(Some(&pods), WatchEvent::Restarted(Vec::new()));
+    assert!(
+        !w.engine.queue().contains(&key("a")),
+        "an empty relist cancels the jobs of the objects gone"
+    );
     // The same version again is skipped: the job stays as it was.
+    w.engine.observe(WatchEvent::Applied(a.clone()));
     let before = w.engine.queue().stats().replaced;
     w.engine.observe(WatchEvent::Applied(a));
     assert_eq!(
