@@ -64,6 +64,8 @@ pub struct Config {
     pub watch_close_max: Duration,
     /// Watch events kept per kind (older resourceVersions get 410 Gone).
     pub history_limit: usize,
+    /// How often a watch that asked for bookmarks gets one.
+    pub bookmark_every: Duration,
 }
 
 impl Default for Config {
@@ -77,6 +79,7 @@ impl Default for Config {
             fault_timeout: Duration::from_secs(5),
             watch_close_max: Duration::from_secs(2),
             history_limit: 50_000,
+            bookmark_every: Duration::from_secs(5),
         }
     }
 }

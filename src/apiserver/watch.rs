@@ -21,9 +21,6 @@ use super::resources::Resource;
 use super::state::{EventType, Record, WatchStart};
 use super::{Server, table};
 
-/// How often a watch that asked for bookmarks gets one.
-const BOOKMARK_EVERY: Duration = Duration::from_secs(5);
-
 /// A watch without `timeoutSeconds` ends after this long (clients re-watch).
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1800);
 
@@ -191,7 +188,8 @@ async fn run(
         return;
     }
     let far = options.deadline + Duration::from_secs(3600);
-    let mut next_bookmark = Instant::now() + BOOKMARK_EVERY;
+    let every = server.config.bookmark_every;
+    let mut next_bookmark = Instant::now() + every;
     loop {
         latest.borrow_and_update();
         match start.channel.after(cursor) {
@@ -221,7 +219,7 @@ async fn run(
             () = sleep_until(options.deadline) => return,
             () = sleep_until(options.close_at.unwrap_or(far)) => return,
             () = sleep_until(next_bookmark) => {
-                next_bookmark = Instant::now() + BOOKMARK_EVERY;
+                next_bookmark = Instant::now() + every;
                 if options.bookmarks && tx.send(bookmark(cursor, false)).await.is_err() {
                     return;
                 }

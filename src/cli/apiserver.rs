@@ -61,6 +61,7 @@ impl ApiServerArgs {
             fault_timeout: self.fault_timeout,
             watch_close_max: self.watch_close_max,
             history_limit: self.history,
+            ..Config::default()
         }
     }
 }

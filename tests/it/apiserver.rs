@@ -931,3 +931,59 @@ async fn the_apiserver_command_serves_what_it_loaded() {
         Some(500)
     );
 }
+
+/// A watch that asks for bookmarks gets them with the latest resourceVersion, and a
+/// watch ends at its `timeoutSeconds`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bookmarks_and_watch_timeouts() {
+    let h = harness(Config {
+        bookmark_every: Duration::from_millis(100),
+        ..Config::default()
+    })
+    .await;
+    let pods: Api<Pod> = Api::namespaced(h.client.clone(), "default");
+    let rv = pods
+        .list(&ListParams::default())
+        .await
+        .expect("list")
+        .metadata
+        .resource_version
+        .expect("rv");
+    let created = pods
+        .create(&PostParams::default(), &pod("a", None, json!({})))
+        .await
+        .expect("created");
+    let mut stream = pods
+        .watch(
+            &WatchParams {
+                bookmarks: true,
+                ..WatchParams::default()
+            }
+            .timeout(1),
+            &rv,
+        )
+        .await
+        .expect("watch")
+        .boxed();
+    assert!(matches!(
+        stream.next().await,
+        Some(Ok(WatchEvent::Added(_)))
+    ));
+    match stream.next().await {
+        Some(Ok(WatchEvent::Bookmark(b))) => {
+            assert_eq!(
+                Some(b.metadata.resource_version),
+                created.metadata.resource_version
+            );
+        }
+        other => panic!("expected a bookmark, got {other:?}"),
+    }
+    // Bookmarks keep coming until the timeout ends the stream.
+    let rest: Vec<_> = stream.collect().await;
+    assert!(
+        !rest.is_empty()
+            && rest
+                .iter()
+                .all(|e| matches!(e, Ok(WatchEvent::Bookmark(_))))
+    );
+}

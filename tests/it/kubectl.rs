@@ -47,6 +47,32 @@ metadata:
 data:
   mode: fast
 ---
+apiVersion: coordination.k8s.io/v1
+kind: Lease
+metadata:
+  name: node-lease
+  namespace: team
+spec:
+  holderIdentity: kstage
+  leaseDurationSeconds: 40
+---
+apiVersion: events.k8s.io/v1
+kind: Event
+metadata:
+  name: web.started
+  namespace: team
+eventTime: "2026-01-01T00:00:00.000000Z"
+reportingController: kstage.dev/test
+reportingInstance: test
+action: Started
+reason: Started
+regarding:
+  kind: Pod
+  name: web
+  namespace: team
+note: started
+type: Normal
+---
 apiVersion: v1
 kind: Pod
 metadata:
@@ -113,6 +139,10 @@ async fn kubectl_applies_gets_patches_waits_and_deletes() {
             table.contains("web") && table.contains("0/1") && table.contains("Pending"),
             "{table}"
         );
+        let leases = kubectl(&kc, &["get", "leases", "-n", "team"]);
+        assert!(leases.contains("node-lease") && leases.contains("kstage"), "{leases}");
+        let events = kubectl(&kc, &["get", "events.events.k8s.io", "-n", "team"]);
+        assert!(events.contains("Started") && events.contains("pod/web"), "{events}");
         let selected = kubectl(&kc, &["get", "pods", "-A", "-l", "app=web", "-o", "name"]);
         assert_eq!(selected.trim(), "pod/web");
 
