@@ -50,9 +50,12 @@ impl LabelSelector {
 
     /// Whether `object`'s labels satisfy every requirement.
     pub fn matches(&self, object: &Value) -> bool {
-        let labels = object
-            .pointer("/metadata/labels")
-            .and_then(Value::as_object);
+        self.matches_map(object.pointer("/metadata/labels"))
+    }
+
+    /// Whether a map of strings (labels, annotations) satisfies every requirement.
+    pub fn matches_map(&self, map: Option<&Value>) -> bool {
+        let labels = map.and_then(Value::as_object);
         self.requirements.iter().all(|(key, op)| {
             let value = labels.and_then(|l| l.get(key)).and_then(Value::as_str);
             match op {

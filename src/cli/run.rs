@@ -13,6 +13,7 @@ use serde_json::Value;
 use crate::apiserver::{ApiServer, Config};
 use crate::clock::{Clock, SystemClock};
 use crate::cluster::client::KubeCluster;
+use crate::cluster::managed::ManagedNodes;
 use crate::daemon::Daemon;
 use crate::engine::EngineConfig;
 use crate::stage::Stage;
@@ -39,6 +40,34 @@ pub struct RunArgs {
     /// released when their pod goes away.
     #[arg(long)]
     cidr: Option<String>,
+    /// Manage only the nodes with these labels (a Kubernetes selector), and their pods.
+    #[arg(long, group = "nodes")]
+    manage_nodes_with_label_selector: Option<String>,
+    /// Manage only the nodes with these annotations (selector syntax), and their pods.
+    #[arg(long, group = "nodes")]
+    manage_nodes_with_annotation_selector: Option<String>,
+    /// Manage only this node, and its pods.
+    #[arg(long, group = "nodes")]
+    manage_single_node: Option<String>,
+    /// Manage every node and every pod (the default).
+    #[arg(long, group = "nodes")]
+    manage_all_nodes: bool,
+}
+
+impl RunArgs {
+    fn managed_nodes(&self) -> anyhow::Result<ManagedNodes> {
+        let managed = if let Some(s) = &self.manage_nodes_with_label_selector {
+            ManagedNodes::Labels(s.clone())
+        } else if let Some(s) = &self.manage_nodes_with_annotation_selector {
+            ManagedNodes::Annotations(s.clone())
+        } else if let Some(n) = &self.manage_single_node {
+            ManagedNodes::Single(n.clone())
+        } else {
+            ManagedNodes::All
+        };
+        managed.validate().context("the node selector")?;
+        Ok(managed)
+    }
 }
 
 /// Start an embedded API server and play Stages against it.
@@ -182,8 +211,13 @@ pub(super) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         .build()?;
     runtime.block_on(async {
         let config = client_config(args.kubeconfig.as_deref()).await?;
+        let managed = args.managed_nodes()?;
         let server = config.cluster_url.to_string();
-        let cluster = Arc::new(KubeCluster::new(config).map_err(|e| anyhow::anyhow!(e.message))?);
+        let cluster = Arc::new(
+            KubeCluster::new(config)
+                .map_err(|e| anyhow::anyhow!(e.message))?
+                .with_managed_nodes(managed),
+        );
         let n = files.len();
         let daemon = Daemon::start(
             cluster,

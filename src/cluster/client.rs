@@ -23,6 +23,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
+use super::managed::{ManagedNodes, PodGate};
 use super::{Cluster, ClusterError, EventRequest, ObjectKey, PatchRequest, WatchEvent};
 use crate::patch::PatchType;
 use crate::retry::FailureKind;
@@ -41,6 +42,7 @@ pub struct KubeCluster {
     config: kube::Config,
     resources: Arc<Mutex<HashMap<(String, String), Resolved>>>,
     impersonated: Arc<Mutex<HashMap<String, kube::Client>>>,
+    managed: ManagedNodes,
 }
 
 impl std::fmt::Debug for KubeCluster {
@@ -61,7 +63,14 @@ impl KubeCluster {
             config,
             resources: Arc::default(),
             impersonated: Arc::default(),
+            managed: ManagedNodes::All,
         })
+    }
+
+    /// Manage only these nodes and the pods bound to them (default: all).
+    pub fn with_managed_nodes(mut self, managed: ManagedNodes) -> Self {
+        self.managed = managed;
+        self
     }
 
     /// The client (not impersonating).
@@ -112,6 +121,29 @@ impl KubeCluster {
             .unwrap_or_else(PoisonError::into_inner)
             .insert(key, found.clone());
         Ok(found)
+    }
+
+    /// The API of a resource to watch, once discovery finds it (retried with backoff
+    /// while the API server starts or a CRD is missing); `None` when nobody listens.
+    async fn watchable(
+        &self,
+        resource: &ResourceRef,
+        tx: &mpsc::UnboundedSender<WatchEvent>,
+    ) -> Option<Api<DynamicObject>> {
+        let mut wait = Duration::from_millis(200);
+        loop {
+            match self.resource(&resource.api_group, &resource.kind).await {
+                Ok((r, _)) => return Some(Api::all_with(self.client.clone(), &r)),
+                Err(e) => {
+                    tracing::warn!(kind = %resource.kind, api = %resource.api_group, "cannot resolve the resource: {}", e.message);
+                    if tx.is_closed() {
+                        return None;
+                    }
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(Duration::from_secs(10));
+                }
+            }
+        }
     }
 
     async fn api(
@@ -181,6 +213,73 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     parts.join(": ")
 }
 
+/// The events of one watcher: a relist is gathered into one [`WatchEvent::Restarted`];
+/// errors are retried with backoff (and logged at debug level).
+fn events(
+    api: Api<DynamicObject>,
+    config: watcher::Config,
+) -> impl futures_util::Stream<Item = WatchEvent> + Send {
+    let mut relist: Vec<Arc<Value>> = Vec::new();
+    watcher(api, config)
+        .default_backoff()
+        .filter_map(move |event| {
+            let out = match event {
+                Err(e) => {
+                    tracing::debug!("watch error: {e}");
+                    None
+                }
+                Ok(watcher::Event::Init) => {
+                    relist.clear();
+                    None
+                }
+                Ok(watcher::Event::InitApply(o)) => {
+                    relist.push(Arc::new(to_value(&o)));
+                    None
+                }
+                Ok(watcher::Event::InitDone) => {
+                    Some(WatchEvent::Restarted(std::mem::take(&mut relist)))
+                }
+                Ok(watcher::Event::Apply(o)) => Some(WatchEvent::Applied(Arc::new(to_value(&o)))),
+                Ok(watcher::Event::Delete(o)) => Some(WatchEvent::Deleted(Arc::new(to_value(&o)))),
+            };
+            std::future::ready(out)
+        })
+}
+
+/// The node or the pod side of a gated pod watch.
+enum Side {
+    Node(WatchEvent),
+    Pod(WatchEvent),
+}
+
+/// The watcher configuration of managed nodes.
+fn node_config(selection: &ManagedNodes) -> watcher::Config {
+    let (labels, fields) = selection.node_selectors();
+    let mut config = watcher::Config::default();
+    if let Some(labels) = labels {
+        config = config.labels(labels);
+    }
+    if let Some(fields) = fields {
+        config = config.fields(&fields);
+    }
+    config
+}
+
+/// Keep the managed nodes of a node watch event; a node that stops matching is reported
+/// gone.
+fn select_nodes(selection: &ManagedNodes, event: WatchEvent) -> WatchEvent {
+    match event {
+        WatchEvent::Applied(n) if !selection.node_matches(&n) => WatchEvent::Deleted(n),
+        WatchEvent::Restarted(nodes) => WatchEvent::Restarted(
+            nodes
+                .into_iter()
+                .filter(|n| selection.node_matches(n))
+                .collect(),
+        ),
+        other => other,
+    }
+}
+
 fn to_value(object: &DynamicObject) -> Value {
     serde_json::to_value(object).unwrap_or(Value::Null)
 }
@@ -224,54 +323,57 @@ impl Cluster for KubeCluster {
         let cluster = self.clone();
         let resource = resource.clone();
         tokio::spawn(async move {
-            // Discovery may fail while the API server starts or a CRD is not there yet.
-            let mut wait = Duration::from_millis(200);
-            let api = loop {
-                match cluster.resource(&resource.api_group, &resource.kind).await {
-                    Ok((r, _)) => break Api::<DynamicObject>::all_with(cluster.client.clone(), &r),
-                    Err(e) => {
-                        tracing::warn!(kind = %resource.kind, api = %resource.api_group, "cannot resolve the resource: {}", e.message);
-                        if tx.is_closed() {
-                            return;
-                        }
-                        tokio::time::sleep(wait).await;
-                        wait = (wait * 2).min(Duration::from_secs(10));
+            let Some(api) = cluster.watchable(&resource, &tx).await else {
+                return;
+            };
+            let core = |kind: &str| resource.api_group == "v1" && resource.kind == kind;
+            let selection = cluster.managed.clone();
+            if core("Node") {
+                let mut nodes = events(api, node_config(&selection)).boxed();
+                while let Some(event) = nodes.next().await {
+                    if tx.send(select_nodes(&selection, event)).is_err() {
+                        return;
                     }
                 }
-            };
-            let mut stream = watcher(api, watcher::Config::default())
-                .default_backoff()
-                .boxed();
-            let mut relist: Vec<Arc<Value>> = Vec::new();
-            while let Some(event) = stream.next().await {
-                let event = match event {
-                    Ok(e) => e,
-                    Err(e) => {
-                        tracing::debug!(kind = %resource.kind, "watch error: {e}");
-                        continue;
-                    }
+            } else if core("Pod") && selection.gates_pods() {
+                let node_ref = ResourceRef {
+                    api_group: "v1".into(),
+                    kind: "Node".into(),
                 };
-                let sent = match event {
-                    watcher::Event::Init => {
-                        relist.clear();
-                        Ok(())
-                    }
-                    watcher::Event::InitApply(o) => {
-                        relist.push(Arc::new(to_value(&o)));
-                        Ok(())
-                    }
-                    watcher::Event::InitDone => {
-                        tx.send(WatchEvent::Restarted(std::mem::take(&mut relist)))
-                    }
-                    watcher::Event::Apply(o) => {
-                        tx.send(WatchEvent::Applied(Arc::new(to_value(&o))))
-                    }
-                    watcher::Event::Delete(o) => {
-                        tx.send(WatchEvent::Deleted(Arc::new(to_value(&o))))
-                    }
-                };
-                if sent.is_err() {
+                let Some(node_api) = cluster.watchable(&node_ref, &tx).await else {
                     return;
+                };
+                let nodes = events(node_api, node_config(&selection)).map(Side::Node);
+                let pods = events(api, watcher::Config::default()).map(Side::Pod);
+                let mut both = futures_util::stream::select(nodes, pods).boxed();
+                let mut gate = PodGate::default();
+                while let Some(side) = both.next().await {
+                    let out: Vec<WatchEvent> = match side {
+                        Side::Node(event) => gate
+                            .node_event(&selection, &event)
+                            .into_iter()
+                            .map(WatchEvent::Applied)
+                            .collect(),
+                        Side::Pod(event) => gate.pod_event(event).into_iter().collect(),
+                    };
+                    for event in out {
+                        if tx.send(event).is_err() {
+                            return;
+                        }
+                    }
+                }
+            } else {
+                let mut config = watcher::Config::default();
+                if core("Pod")
+                    && let Some(fields) = selection.pod_fields()
+                {
+                    config = config.fields(&fields);
+                }
+                let mut stream = events(api, config).boxed();
+                while let Some(event) = stream.next().await {
+                    if tx.send(event).is_err() {
+                        return;
+                    }
                 }
             }
         });

@@ -5,11 +5,13 @@
 //! subresources), so a kube-rs implementation is a thin adapter. [`memory`] is an
 //! in-memory store with the API server's write semantics; [`local::MemoryCluster`] serves
 //! it through [`Cluster`], with [`faults`] injected on demand. [`client::KubeCluster`] is
-//! the kube-rs implementation, for real clusters and the embedded API server.
+//! the kube-rs implementation, for real clusters and the embedded API server;
+//! [`managed`] decides which nodes and pods it hands the engine.
 
 pub mod client;
 pub mod faults;
 pub mod local;
+pub mod managed;
 pub mod memory;
 
 use std::fmt;

@@ -34,6 +34,28 @@ fn stage_set(clock: Arc<dyn Clock>, sets: &[&str]) -> StageSet {
     StageSet::new(loaded.stages)
 }
 
+/// An engine playing KWOK's Stage `sets` against `server` through kube-rs, started.
+async fn start_engine(
+    server: &ApiServer,
+    sets: &[&str],
+    workers: usize,
+    managed: kstage::cluster::managed::ManagedNodes,
+) -> (Arc<Engine<KubeCluster>>, Vec<tokio::task::JoinHandle<()>>) {
+    let cluster = KubeCluster::new(kube_config(server).await)
+        .expect("cluster")
+        .with_managed_nodes(managed);
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let stages = stage_set(clock.clone(), sets);
+    let config = EngineConfig {
+        workers,
+        clock,
+        ..EngineConfig::default()
+    };
+    let engine = Engine::new(Arc::new(cluster), stages, config);
+    let tasks = engine.start();
+    (engine, tasks)
+}
+
 /// Wait, on every change of a kind, until `done` holds for its objects.
 async fn wait_for(
     state: &State,
@@ -82,19 +104,13 @@ fn condition_true(object: &Value, kind: &str) -> bool {
 /// engine talking to `server` through kube-rs: nodes Ready, pods Running with an IP
 /// each, then a user's graceful deletion and the pods gone.
 async fn nodes_and_pods_through_the_engine(server: &ApiServer) {
-    let cluster = Arc::new(KubeCluster::new(kube_config(server).await).expect("cluster"));
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let stages = stage_set(clock.clone(), &["stage/node/fast", "stage/pod/general"]);
-    let engine = Engine::new(
-        cluster,
-        stages,
-        EngineConfig {
-            workers: 16,
-            clock,
-            ..EngineConfig::default()
-        },
-    );
-    let tasks = engine.start();
+    let (engine, tasks) = start_engine(
+        server,
+        &["stage/node/fast", "stage/pod/general"],
+        16,
+        Default::default(),
+    )
+    .await;
     let started = std::time::Instant::now();
     let state = &server.server().state;
     let (nodes, pods) = (100, 1_000);
@@ -379,19 +395,13 @@ fn kstage_up_plays_the_examples() {
 async fn the_lifecycle_benchmark_measures_and_cleans_up() {
     let server = ApiServer::start(Config::default()).await.expect("server");
     let config = kube_config(&server).await;
-    let cluster = Arc::new(KubeCluster::new(config.clone()).expect("cluster"));
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let stages = stage_set(clock.clone(), &["stage/node/fast", "stage/pod/fast"]);
-    let engine = Engine::new(
-        cluster,
-        stages,
-        EngineConfig {
-            workers: 8,
-            clock,
-            ..EngineConfig::default()
-        },
-    );
-    let tasks = engine.start();
+    let (engine, tasks) = start_engine(
+        &server,
+        &["stage/node/fast", "stage/pod/fast"],
+        8,
+        Default::default(),
+    )
+    .await;
     let spec = kstage::bench::Lifecycle {
         nodes: 10,
         pods: 50,
@@ -421,6 +431,96 @@ async fn the_lifecycle_benchmark_measures_and_cleans_up() {
         assert!(left.is_empty(), "{kind}s left: {}", left.len());
     }
     assert!(kstage::engine::Metrics::get(&engine.metrics().writes) >= 10 + 50 + 50);
+    engine.shutdown();
+    for t in tasks {
+        t.abort();
+    }
+}
+
+/// With a label selection, only the selected nodes and the pods bound to them are
+/// played; a node that gets the label later has its pods played then.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_managed_nodes_and_their_pods_are_played() {
+    use kstage::cluster::managed::ManagedNodes;
+    let server = ApiServer::start(Config::default()).await.expect("server");
+    let (engine, tasks) = start_engine(
+        &server,
+        &["stage/node/fast", "stage/pod/fast"],
+        4,
+        ManagedNodes::Labels("type=kwok".into()),
+    )
+    .await;
+    let state = &server.server().state;
+    for (name, labels) in [("fake", json!({"type": "kwok"})), ("real", json!({}))] {
+        state
+            .create(json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}}))
+            .expect("node");
+    }
+    for i in 0..10 {
+        let node = if i % 2 == 0 { "fake" } else { "real" };
+        state
+            .create(json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": format!("p{i}"), "namespace": "default"},
+                "spec": {"nodeName": node, "containers": [{"name": "c", "image": "i"}]}}))
+            .expect("pod");
+    }
+    let on = |p: &Value, node: &str| p.pointer("/spec/nodeName") == Some(&json!(node));
+    let running = |p: &Value| p.pointer("/status/phase") == Some(&json!("Running"));
+    wait_for(
+        state,
+        "v1",
+        "Pod",
+        "the pods of the managed node Running",
+        |all| all.len() == 10,
+        |p| !on(p, "fake") || running(p),
+    )
+    .await;
+    let resource = state.resource_of("v1", "Pod").expect("pods");
+    let pods = state
+        .list(&resource, None, None, 0, None, |_| true)
+        .expect("list")
+        .items;
+    assert!(
+        pods.iter().filter(|p| on(p, "real")).all(|p| !running(p)),
+        "pods of unmanaged nodes are left alone"
+    );
+    let nodes = state.resource_of("v1", "Node").expect("nodes");
+    let real = state
+        .list(&nodes, None, None, 0, None, |_| true)
+        .expect("list")
+        .items;
+    let real = real
+        .iter()
+        .find(|n| n["metadata"]["name"] == "real")
+        .expect("real node");
+    assert!(
+        real.pointer("/status/conditions").is_none(),
+        "an unmanaged node is left alone"
+    );
+    // Label the other node: it and its pods are played now.
+    let key = ObjectKey {
+        api_version: "v1".into(),
+        kind: "Node".into(),
+        namespace: String::new(),
+        name: "real".into(),
+    };
+    state
+        .patch(
+            &key,
+            kstage::patch::PatchType::Merge,
+            None,
+            json!({"metadata": {"labels": {"type": "kwok"}}}),
+        )
+        .expect("labelled");
+    wait_for(
+        state,
+        "v1",
+        "Pod",
+        "every pod Running",
+        |all| all.len() == 10,
+        running,
+    )
+    .await;
     engine.shutdown();
     for t in tasks {
         t.abort();

@@ -140,9 +140,15 @@ async fn kubectl_applies_gets_patches_waits_and_deletes() {
             "{table}"
         );
         let leases = kubectl(&kc, &["get", "leases", "-n", "team"]);
-        assert!(leases.contains("node-lease") && leases.contains("kstage"), "{leases}");
+        assert!(
+            leases.contains("node-lease") && leases.contains("kstage"),
+            "{leases}"
+        );
         let events = kubectl(&kc, &["get", "events.events.k8s.io", "-n", "team"]);
-        assert!(events.contains("Started") && events.contains("pod/web"), "{events}");
+        assert!(
+            events.contains("Started") && events.contains("pod/web"),
+            "{events}"
+        );
         let selected = kubectl(&kc, &["get", "pods", "-A", "-l", "app=web", "-o", "name"]);
         assert_eq!(selected.trim(), "pod/web");
 

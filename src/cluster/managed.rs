@@ -1,0 +1,258 @@
+//! Which nodes and pods kstage manages, as KWOK decides it: all nodes, the nodes matching
+//! a label or an annotation selector, or one named node; pods bound to managed nodes.
+//!
+//! A single node is selected on the server (`metadata.name` for nodes, `spec.nodeName`
+//! for pods); a label selector on the server for nodes; an annotation selector on the
+//! client. With a label or annotation selection, pods are filtered on the client by
+//! their node: [`PodGate`] keeps the pods of nodes not (yet) managed aside and delivers
+//! them when their node becomes managed, so none is missed. With all nodes managed, every
+//! pod is (as before any selection existed; unscheduled pods included, so Stages can
+//! bind them).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::{ObjectKey, WatchEvent};
+use crate::apiserver::select::{LabelSelector, SelectorError};
+
+/// The nodes kstage manages.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum ManagedNodes {
+    /// Every node (and every pod).
+    #[default]
+    All,
+    /// Nodes whose labels match (Kubernetes selector syntax).
+    Labels(String),
+    /// Nodes whose annotations match (the same syntax, on annotations).
+    Annotations(String),
+    /// One node by name.
+    Single(String),
+}
+
+impl ManagedNodes {
+    /// Check the selector syntax.
+    pub fn validate(&self) -> Result<(), SelectorError> {
+        match self {
+            ManagedNodes::Labels(s) | ManagedNodes::Annotations(s) => {
+                LabelSelector::parse(s).map(drop)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The server-side selectors of the node watch: (labels, fields).
+    pub fn node_selectors(&self) -> (Option<&str>, Option<String>) {
+        match self {
+            ManagedNodes::Labels(s) => (Some(s), None),
+            ManagedNodes::Single(name) => (None, Some(format!("metadata.name={name}"))),
+            _ => (None, None),
+        }
+    }
+
+    /// The server-side field selector of the pod watch.
+    pub fn pod_fields(&self) -> Option<String> {
+        match self {
+            ManagedNodes::Single(name) => Some(format!("spec.nodeName={name}")),
+            _ => None,
+        }
+    }
+
+    /// Whether pods must be filtered on the client by their node.
+    pub fn gates_pods(&self) -> bool {
+        matches!(self, ManagedNodes::Labels(_) | ManagedNodes::Annotations(_))
+    }
+
+    /// Whether a node (delivered by the node watch) is managed.
+    pub fn node_matches(&self, node: &Value) -> bool {
+        match self {
+            ManagedNodes::Annotations(s) => LabelSelector::parse(s)
+                .is_ok_and(|sel| sel.matches_map(node.pointer("/metadata/annotations"))),
+            // The server already selected.
+            _ => true,
+        }
+    }
+}
+
+fn node_name_of(pod: &Value) -> &str {
+    pod.pointer("/spec/nodeName")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
+fn name_of(node: &Value) -> String {
+    node.pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned()
+}
+
+/// Pods let through by their node, with the pods of other nodes kept aside.
+#[derive(Debug, Default)]
+pub struct PodGate {
+    managed: HashSet<String>,
+    aside: HashMap<String, BTreeMap<ObjectKey, Arc<Value>>>,
+}
+
+impl PodGate {
+    /// A node watch event: the pods it lets through (those of a node that became
+    /// managed).
+    pub fn node_event(&mut self, selection: &ManagedNodes, event: &WatchEvent) -> Vec<Arc<Value>> {
+        let mut released = Vec::new();
+        let mut take = |gate: &mut Self, node: &Value| {
+            let name = name_of(node);
+            if selection.node_matches(node) {
+                if gate.managed.insert(name.clone())
+                    && let Some(pods) = gate.aside.remove(&name)
+                {
+                    released.extend(pods.into_values());
+                }
+            } else {
+                gate.managed.remove(&name);
+            }
+        };
+        match event {
+            WatchEvent::Applied(node) => take(self, node),
+            WatchEvent::Deleted(node) => {
+                self.managed.remove(&name_of(node));
+            }
+            WatchEvent::Restarted(nodes) => {
+                let present: HashSet<String> = nodes.iter().map(|n| name_of(n)).collect();
+                self.managed.retain(|n| present.contains(n));
+                for node in nodes {
+                    take(self, node);
+                }
+            }
+        }
+        released
+    }
+
+    fn admit(&mut self, pod: Arc<Value>) -> Option<Arc<Value>> {
+        let node = node_name_of(&pod).to_owned();
+        if self.managed.contains(&node) {
+            return Some(pod);
+        }
+        if let Some(key) = ObjectKey::of(&pod) {
+            self.aside.entry(node).or_default().insert(key, pod);
+        }
+        None
+    }
+
+    fn forget(&mut self, pod: &Value) {
+        if let (Some(key), Some(aside)) =
+            (ObjectKey::of(pod), self.aside.get_mut(node_name_of(pod)))
+        {
+            aside.remove(&key);
+        }
+    }
+
+    /// A pod watch event: what the engine sees of it, if anything.
+    pub fn pod_event(&mut self, event: WatchEvent) -> Option<WatchEvent> {
+        match event {
+            WatchEvent::Applied(pod) => {
+                // A pod may move from aside to managed when it is bound.
+                self.forget(&pod);
+                self.admit(pod).map(WatchEvent::Applied)
+            }
+            WatchEvent::Deleted(pod) => {
+                self.forget(&pod);
+                self.managed
+                    .contains(node_name_of(&pod))
+                    .then_some(WatchEvent::Deleted(pod))
+            }
+            WatchEvent::Restarted(pods) => {
+                self.aside.clear();
+                let managed = pods.into_iter().filter_map(|p| self.admit(p)).collect();
+                Some(WatchEvent::Restarted(managed))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn node(name: &str, pool: &str) -> Arc<Value> {
+        Arc::new(
+            json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "annotations": {"pool": pool}}}),
+        )
+    }
+
+    fn pod(name: &str, node: &str) -> Arc<Value> {
+        Arc::new(
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"}, "spec": {"nodeName": node}}),
+        )
+    }
+
+    fn names(pods: &[Arc<Value>]) -> Vec<String> {
+        pods.iter().map(|p| name_of(p)).collect()
+    }
+
+    #[test]
+    fn pods_of_unmanaged_nodes_wait_until_their_node_is_managed() {
+        let selection = ManagedNodes::Annotations("pool=fake".into());
+        let mut gate = PodGate::default();
+        assert!(
+            gate.node_event(
+                &selection,
+                &WatchEvent::Restarted(vec![node("a", "fake"), node("b", "real")])
+            )
+            .is_empty()
+        );
+        let Some(WatchEvent::Restarted(seen)) = gate.pod_event(WatchEvent::Restarted(vec![
+            pod("p1", "a"),
+            pod("p2", "b"),
+            pod("p3", "b"),
+        ])) else {
+            panic!("restarted")
+        };
+        assert_eq!(names(&seen), ["p1"]);
+        assert!(
+            gate.pod_event(WatchEvent::Applied(pod("p4", "b")))
+                .is_none()
+        );
+        assert!(
+            gate.pod_event(WatchEvent::Deleted(pod("p3", "b")))
+                .is_none()
+        );
+        // Node b becomes managed: its pods (p2, p4; p3 went) are delivered.
+        let released = gate.node_event(&selection, &WatchEvent::Applied(node("b", "fake")));
+        assert_eq!(names(&released), ["p2", "p4"]);
+        assert!(matches!(
+            gate.pod_event(WatchEvent::Applied(pod("p5", "b"))),
+            Some(WatchEvent::Applied(_))
+        ));
+        // A pod bound later to a managed node gets through.
+        assert!(gate.pod_event(WatchEvent::Applied(pod("p6", ""))).is_none());
+        assert!(
+            gate.pod_event(WatchEvent::Applied(pod("p6", "a")))
+                .is_some()
+        );
+        // Node a leaves the selection: its pods' events stop.
+        gate.node_event(&selection, &WatchEvent::Applied(node("a", "real")));
+        assert!(
+            gate.pod_event(WatchEvent::Applied(pod("p1", "a")))
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn selections_map_to_server_selectors() {
+        let single = ManagedNodes::Single("n1".into());
+        assert_eq!(
+            single.node_selectors(),
+            (None, Some("metadata.name=n1".into()))
+        );
+        assert_eq!(single.pod_fields().as_deref(), Some("spec.nodeName=n1"));
+        assert!(!single.gates_pods());
+        let labels = ManagedNodes::Labels("type=kwok".into());
+        assert_eq!(labels.node_selectors(), (Some("type=kwok"), None));
+        assert!(labels.gates_pods());
+        assert!(ManagedNodes::Labels("a in b".into()).validate().is_err());
+        assert!(ManagedNodes::All.node_matches(&node("x", "y")));
+    }
+}
