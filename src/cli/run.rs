@@ -40,6 +40,11 @@ pub struct RunArgs {
     /// released when their pod goes away.
     #[arg(long)]
     cidr: Option<String>,
+    /// Plugin configuration (YAML: `plugins:` and `bindings:`, see plugins/README.md);
+    /// plugin files are hot-swapped when they change, the whole file is read again on
+    /// SIGHUP.
+    #[arg(long)]
+    config: Option<PathBuf>,
     /// Manage only the nodes with these labels (a Kubernetes selector), and their pods.
     #[arg(long, group = "nodes")]
     manage_nodes_with_label_selector: Option<String>,
@@ -94,6 +99,68 @@ pub struct UpArgs {
     /// Pod IP range(s): `V4` or `V4,V6` (dual-stack); default 10.244.0.0/16.
     #[arg(long)]
     cidr: Option<String>,
+    /// Plugin configuration (YAML: `plugins:` and `bindings:`, see plugins/README.md);
+    /// plugin files are hot-swapped when they change, the whole file is read again on
+    /// SIGHUP.
+    #[arg(long)]
+    config: Option<PathBuf>,
+}
+
+/// The plugins of a `--config` file, if any.
+struct Plugins {
+    deciders: crate::decide::Deciders,
+    loaded: Option<(Arc<crate::plugin::PluginSet>, PathBuf)>,
+}
+
+impl Plugins {
+    fn load(path: Option<&std::path::Path>, clock: Arc<dyn Clock>) -> anyhow::Result<Self> {
+        let Some(path) = path else {
+            return Ok(Self {
+                deciders: crate::decide::Deciders::default(),
+                loaded: None,
+            });
+        };
+        let config = crate::plugin::config::PluginConfig::read(path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        let set = super::plugin::load_set(config, clock, None)?;
+        Ok(Self {
+            deciders: set.deciders(),
+            loaded: Some((set, path.to_owned())),
+        })
+    }
+
+    /// Hot-swap from now on (call inside the runtime): plugin files by a folder watch,
+    /// the whole config on SIGHUP; when a selector changed, objects are matched again.
+    fn watch(
+        &self,
+        engine: &Arc<crate::engine::Engine<KubeCluster>>,
+    ) -> anyhow::Result<Option<crate::plugin::watch::Watcher>> {
+        let Some((set, path)) = &self.loaded else {
+            return Ok(None);
+        };
+        let on_reload = {
+            let engine = engine.clone();
+            let runtime = tokio::runtime::Handle::current();
+            move |report: &crate::plugin::set::Reload| {
+                for name in &report.swapped {
+                    tracing::info!(plugin = %name, "plugin swapped");
+                }
+                for (name, why) in &report.rejected {
+                    tracing::warn!(plugin = %name, "plugin update rejected, the old version keeps serving: {why}");
+                }
+                if report.selectors_changed {
+                    let engine = engine.clone();
+                    runtime.spawn(async move {
+                        let stages = (*engine.stages()).clone();
+                        let _ = engine.set_stages(stages);
+                    });
+                }
+            }
+        };
+        crate::plugin::watch::reload_on_sighup(set.clone(), path.clone(), on_reload.clone())?;
+        let watcher = crate::plugin::watch::watch(set.clone(), on_reload)?;
+        Ok(Some(watcher))
+    }
 }
 
 /// kstage's own node and pod Stages, used by `kstage up` without `--stages`.
@@ -206,6 +273,7 @@ pub(super) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let env = template_env(clock.clone(), args.cidr.as_deref())?;
     let renderer = Renderer::new(env.clone());
     let files = stage_files(&args.stages, &renderer)?;
+    let plugins = Plugins::load(args.config.as_deref(), clock.clone())?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -225,8 +293,9 @@ pub(super) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             args.stage_crds,
             renderer,
             engine_config(args.workers, clock, &env),
-            crate::decide::Deciders::default(),
+            plugins.deciders.clone(),
         );
+        let _watcher = plugins.watch(daemon.engine())?;
         eprintln!(
             "kstage run: playing {n} Stage{} from files{} against {server}",
             if n == 1 { "" } else { "s" },
@@ -246,6 +315,7 @@ pub(super) fn up(args: UpArgs) -> anyhow::Result<ExitCode> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let env = template_env(clock.clone(), args.cidr.as_deref())?;
     let renderer = Renderer::new(env.clone());
+    let plugins = Plugins::load(args.config.as_deref(), clock.clone())?;
     let files = if args.stages.is_empty() {
         builtin_stages(&renderer)?
     } else {
@@ -276,8 +346,9 @@ pub(super) fn up(args: UpArgs) -> anyhow::Result<ExitCode> {
             true,
             renderer,
             engine_config(args.workers, clock, &env),
-            crate::decide::Deciders::default(),
+            plugins.deciders.clone(),
         );
+        let _watcher = plugins.watch(daemon.engine())?;
         for object in objects {
             state.create(object).context("cannot load an object")?;
         }

@@ -339,13 +339,15 @@ async fn a_stage_resource_changed_mid_run_reroutes_its_objects() {
     daemon.shutdown();
 }
 
-/// `kstage up` as a process: the example nodes become Ready and the pods run.
-#[test]
-fn kstage_up_plays_the_examples() {
+/// Run `kstage up` with `args` until a progress line satisfies `done`; returns every
+/// line it printed.
+fn up_until(tag: &str, args: &[&str], done: impl Fn(&str) -> bool) -> Vec<String> {
     use std::io::BufRead as _;
-    let dir = crate::scratch("up");
+    let dir = crate::scratch(tag);
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kstage"))
-        .args(["up", "--load", "examples/objects", "--kubeconfig"])
+        .arg("up")
+        .args(args)
+        .arg("--kubeconfig")
         .arg(dir.join("kubeconfig"))
         .current_dir(crate::root())
         .stderr(std::process::Stdio::piped())
@@ -369,9 +371,9 @@ fn kstage_up_plays_the_examples() {
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         match rx.recv_timeout(left) {
             Ok(line) => {
-                let done = line.contains("nodes: 2 (2 Ready)") && line.contains("Running");
+                let finished = done(&line);
                 seen.push(line);
-                if done {
+                if finished {
                     break true;
                 }
             }
@@ -387,6 +389,39 @@ fn kstage_up_plays_the_examples() {
         seen[0]
     );
     assert!(dir.join("kubeconfig").exists());
+    seen
+}
+
+/// `kstage up` as a process: the example nodes become Ready and the pods run.
+#[test]
+fn kstage_up_plays_the_examples() {
+    up_until("up", &["--load", "examples/objects"], |line| {
+        line.contains("nodes: 2 (2 Ready)") && line.contains("Running")
+    });
+}
+
+/// `kstage up --config`: the Rust example plugin selects and renders the pod Stages.
+#[test]
+fn kstage_up_plays_stages_through_a_plugin() {
+    let plugin = crate::root().join("target/plugins/chaos-router.wasm");
+    if !plugin.exists() {
+        let required = std::env::var("KSTAGE_REQUIRE_PLUGINS").is_ok_and(|v| v == "1");
+        assert!(!required, "{} is missing", plugin.display());
+        eprintln!("\n!!! SKIPPED kstage up --config: build the plugin with `plugins/build rust`\n");
+        return;
+    }
+    up_until(
+        "up-plugin",
+        &[
+            "--config",
+            "examples/plugins/config.yaml",
+            "--stages",
+            "examples/plugins/stages.yaml",
+            "--load",
+            "examples/objects/pods.yaml",
+        ],
+        |line| line.contains("pods: 2 (2 Running)"),
+    );
 }
 
 /// The lifecycle benchmark with the engine playing KWOK's fast Stages: every pod runs,
