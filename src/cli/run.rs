@@ -57,6 +57,13 @@ pub struct RunArgs {
     /// Manage every node and every pod (the default).
     #[arg(long, group = "nodes")]
     manage_all_nodes: bool,
+    /// Requests per second to the API server (watches excepted); 0: unlimited (default,
+    /// as KWOK).
+    #[arg(long, default_value_t = 0.0)]
+    qps: f64,
+    /// Requests allowed at once above `--qps`.
+    #[arg(long, default_value_t = 10)]
+    burst: u32,
 }
 
 impl RunArgs {
@@ -284,7 +291,8 @@ pub(super) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         let cluster = Arc::new(
             KubeCluster::new(config)
                 .map_err(|e| anyhow::anyhow!(e.message))?
-                .with_managed_nodes(managed),
+                .with_managed_nodes(managed)
+                .with_rate_limit(args.qps, args.burst),
         );
         let n = files.len();
         let daemon = Daemon::start(

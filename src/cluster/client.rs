@@ -24,6 +24,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::managed::{ManagedNodes, PodGate};
+use super::throttle::Throttle;
 use super::{Cluster, ClusterError, EventRequest, ObjectKey, PatchRequest, WatchEvent};
 use crate::patch::PatchType;
 use crate::retry::FailureKind;
@@ -43,6 +44,7 @@ pub struct KubeCluster {
     resources: Arc<Mutex<HashMap<(String, String), Resolved>>>,
     impersonated: Arc<Mutex<HashMap<String, kube::Client>>>,
     managed: ManagedNodes,
+    throttle: Option<Arc<Throttle>>,
 }
 
 impl std::fmt::Debug for KubeCluster {
@@ -64,7 +66,15 @@ impl KubeCluster {
             resources: Arc::default(),
             impersonated: Arc::default(),
             managed: ManagedNodes::All,
+            throttle: None,
         })
+    }
+
+    /// Limit requests (not watches) to `qps` per second with bursts of `burst`; a `qps`
+    /// of 0 means no limit (the default).
+    pub fn with_rate_limit(mut self, qps: f64, burst: u32) -> Self {
+        self.throttle = Throttle::new(qps, burst).map(Arc::new);
+        self
     }
 
     /// Manage only these nodes and the pods bound to them (default: all).
@@ -146,11 +156,16 @@ impl KubeCluster {
         }
     }
 
+    /// The API of an object's resource, after waiting for the rate limit (every request
+    /// goes through here).
     async fn api(
         &self,
         key: &ObjectKey,
         user: Option<&str>,
     ) -> Result<Api<DynamicObject>, ClusterError> {
+        if let Some(t) = &self.throttle {
+            t.acquire().await;
+        }
         let (resource, caps) = self.resource(&key.api_version, &key.kind).await?;
         let client = self.client_as(user)?;
         Ok(match caps.scope {
@@ -495,6 +510,9 @@ impl Cluster for KubeCluster {
             "count": 1,
         });
         async move {
+            if let Some(t) = &self.throttle {
+                t.acquire().await;
+            }
             let events: Api<k8s_openapi::api::core::v1::Event> =
                 Api::namespaced(self.client.clone(), &namespace);
             let event = serde_json::from_value(body).map_err(|e| ClusterError {

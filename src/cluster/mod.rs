@@ -12,6 +12,7 @@ pub mod client;
 pub mod faults;
 pub mod local;
 pub mod managed;
+pub mod throttle;
 pub mod memory;
 
 use std::fmt;
