@@ -22,7 +22,7 @@
 //! - [`apiserver`]: the embedded Kubernetes API server (real HTTP) over that store;
 //!   [`bench`]: benchmarks against an API server.
 //! - [`daemon`]: the engine against an API server through kube-rs, Stages from files and
-//!   live Stage resources.
+//!   live Stage resources; [`lease`]: node leases between replicas.
 //! - [`sim`]: deterministic simulation; [`explain`]: `kstage stage explain`.
 //! - [`clock`], [`rng`]: injected time and randomness; [`cli`]: the command line.
 
@@ -40,6 +40,7 @@ pub mod cluster;
 pub mod apiserver;
 pub mod bench;
 pub mod daemon;
+pub mod lease;
 pub mod engine;
 pub mod sim;
 pub mod explain;

@@ -64,6 +64,17 @@ pub struct RunArgs {
     /// Requests allowed at once above `--qps`.
     #[arg(long, default_value_t = 10)]
     burst: u32,
+    /// Hold a `coordination.k8s.io` Lease per managed node (in `kube-node-lease`) and play
+    /// only the nodes held, so several replicas split the nodes.
+    #[arg(long)]
+    node_leases: bool,
+    /// The Leases' duration; they are renewed every quarter of it.
+    #[arg(long, default_value = "40s", value_parser = super::duration::parse_std_duration)]
+    lease_duration: Duration,
+    /// This replica's `holderIdentity` (default: `$POD_NAME`, else `$HOSTNAME`, else a
+    /// name made from the process id).
+    #[arg(long)]
+    identity: Option<String>,
 }
 
 impl RunArgs {
@@ -111,6 +122,14 @@ pub struct UpArgs {
     /// SIGHUP.
     #[arg(long)]
     config: Option<PathBuf>,
+}
+
+/// A replica's lease identity when none is given.
+fn default_identity() -> String {
+    ["POD_NAME", "HOSTNAME"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok().filter(|s| !s.is_empty()))
+        .unwrap_or_else(|| format!("kstage-{}", std::process::id()))
 }
 
 /// The plugins of a `--config` file, if any.
@@ -288,12 +307,27 @@ pub(super) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         let config = client_config(args.kubeconfig.as_deref()).await?;
         let managed = args.managed_nodes()?;
         let server = config.cluster_url.to_string();
-        let cluster = Arc::new(
-            KubeCluster::new(config)
-                .map_err(|e| anyhow::anyhow!(e.message))?
-                .with_managed_nodes(managed)
-                .with_rate_limit(args.qps, args.burst),
-        );
+        let mut cluster = KubeCluster::new(config.clone())
+            .map_err(|e| anyhow::anyhow!(e.message))?
+            .with_managed_nodes(managed)
+            .with_rate_limit(args.qps, args.burst);
+        if args.node_leases {
+            let identity = args.identity.clone().unwrap_or_else(default_identity);
+            let (nodes_tx, nodes_rx) = tokio::sync::watch::channel(Default::default());
+            cluster.track_managed_nodes(nodes_tx);
+            let leases = crate::lease::Leases::new(
+                kube::Client::try_from(config)?,
+                crate::lease::LeaseConfig {
+                    identity: identity.clone(),
+                    duration: args.lease_duration,
+                },
+                clock.clone(),
+            );
+            cluster = cluster.with_held_nodes(leases.held());
+            tokio::spawn(leases.run(nodes_rx));
+            eprintln!("kstage run: node leases as {identity}");
+        }
+        let cluster = Arc::new(cluster);
         let n = files.len();
         let daemon = Daemon::start(
             cluster,

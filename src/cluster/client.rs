@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures_util::StreamExt;
+use futures_util::stream::BoxStream;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
 };
@@ -45,6 +46,7 @@ pub struct KubeCluster {
     impersonated: Arc<Mutex<HashMap<String, kube::Client>>>,
     managed: ManagedNodes,
     throttle: Option<Arc<Throttle>>,
+    held: Option<crate::lease::Held>,
 }
 
 impl std::fmt::Debug for KubeCluster {
@@ -67,6 +69,30 @@ impl KubeCluster {
             impersonated: Arc::default(),
             managed: ManagedNodes::All,
             throttle: None,
+            held: None,
+        })
+    }
+
+    /// Deliver only the nodes in `held` and their pods (node leases; see
+    /// [`crate::lease`]).
+    pub fn with_held_nodes(mut self, held: crate::lease::Held) -> Self {
+        self.held = Some(held);
+        self
+    }
+
+    /// The managed nodes, kept current in `out` (for the lease loop).
+    pub fn track_managed_nodes(
+        &self,
+        out: tokio::sync::watch::Sender<std::collections::BTreeSet<String>>,
+    ) -> tokio::task::JoinHandle<()> {
+        let cluster = self.clone();
+        tokio::spawn(async move {
+            let (tx, _rx) = mpsc::unbounded_channel();
+            let Some(api) = cluster.watchable(&node_ref(), &tx).await else {
+                return;
+            };
+            let events = events(api, node_config(&cluster.managed)).boxed();
+            crate::lease::track_nodes(events, cluster.managed.clone(), out).await;
         })
     }
 
@@ -261,6 +287,90 @@ fn events(
         })
 }
 
+fn node_ref() -> ResourceRef {
+    ResourceRef {
+        api_group: "v1".into(),
+        kind: "Node".into(),
+    }
+}
+
+/// The events of `stream` (nodes when `nodes`, else pods) for the nodes in `held`: an
+/// object whose node is won is delivered then, one whose node is lost is reported gone.
+fn held_only(
+    stream: BoxStream<'static, WatchEvent>,
+    held: crate::lease::Held,
+    nodes: bool,
+) -> BoxStream<'static, WatchEvent> {
+    enum Input {
+        Object(WatchEvent),
+        Held(std::collections::BTreeSet<String>),
+    }
+    let changes = futures_util::stream::unfold(held, |mut held| async move {
+        held.changed().await.ok()?;
+        let now = held.borrow_and_update().clone();
+        Some((Input::Held(now), held))
+    });
+    let node_of = move |o: &Value| -> String {
+        let pointer = if nodes {
+            "/metadata/name"
+        } else {
+            "/spec/nodeName"
+        };
+        o.pointer(pointer)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned()
+    };
+    let mut mine: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
+    let mut seen: std::collections::BTreeMap<ObjectKey, Arc<Value>> = Default::default();
+    futures_util::stream::select(stream.map(Input::Object), changes)
+        .flat_map(move |input| {
+            let mut out = Vec::new();
+            match input {
+                Input::Object(WatchEvent::Applied(o)) => {
+                    if let Some(k) = ObjectKey::of(&o) {
+                        seen.insert(k, o.clone());
+                    }
+                    if mine.contains(&node_of(&o)) {
+                        out.push(WatchEvent::Applied(o));
+                    }
+                }
+                Input::Object(WatchEvent::Deleted(o)) => {
+                    if let Some(k) = ObjectKey::of(&o) {
+                        seen.remove(&k);
+                    }
+                    if mine.contains(&node_of(&o)) {
+                        out.push(WatchEvent::Deleted(o));
+                    }
+                }
+                Input::Object(WatchEvent::Restarted(all)) => {
+                    seen = all
+                        .iter()
+                        .filter_map(|o| Some((ObjectKey::of(o)?, o.clone())))
+                        .collect();
+                    let kept = all
+                        .into_iter()
+                        .filter(|o| mine.contains(&node_of(o)))
+                        .collect();
+                    out.push(WatchEvent::Restarted(kept));
+                }
+                Input::Held(now) => {
+                    for o in seen.values() {
+                        let node = node_of(o);
+                        match (mine.contains(&node), now.contains(&node)) {
+                            (false, true) => out.push(WatchEvent::Applied(o.clone())),
+                            (true, false) => out.push(WatchEvent::Deleted(o.clone())),
+                            _ => {}
+                        }
+                    }
+                    mine = now;
+                }
+            }
+            futures_util::stream::iter(out)
+        })
+        .boxed()
+}
+
 /// The node or the pod side of a gated pod watch.
 enum Side {
     Node(WatchEvent),
@@ -343,40 +453,32 @@ impl Cluster for KubeCluster {
             };
             let core = |kind: &str| resource.api_group == "v1" && resource.kind == kind;
             let selection = cluster.managed.clone();
-            if core("Node") {
-                let mut nodes = events(api, node_config(&selection)).boxed();
-                while let Some(event) = nodes.next().await {
-                    if tx.send(select_nodes(&selection, event)).is_err() {
-                        return;
-                    }
-                }
+            let stream: BoxStream<'static, WatchEvent> = if core("Node") {
+                let selection = selection.clone();
+                events(api, node_config(&selection))
+                    .map(move |event| select_nodes(&selection, event))
+                    .boxed()
             } else if core("Pod") && selection.gates_pods() {
-                let node_ref = ResourceRef {
-                    api_group: "v1".into(),
-                    kind: "Node".into(),
-                };
-                let Some(node_api) = cluster.watchable(&node_ref, &tx).await else {
+                let Some(node_api) = cluster.watchable(&node_ref(), &tx).await else {
                     return;
                 };
                 let nodes = events(node_api, node_config(&selection)).map(Side::Node);
                 let pods = events(api, watcher::Config::default()).map(Side::Pod);
-                let mut both = futures_util::stream::select(nodes, pods).boxed();
                 let mut gate = PodGate::default();
-                while let Some(side) = both.next().await {
-                    let out: Vec<WatchEvent> = match side {
-                        Side::Node(event) => gate
-                            .node_event(&selection, &event)
-                            .into_iter()
-                            .map(WatchEvent::Applied)
-                            .collect(),
-                        Side::Pod(event) => gate.pod_event(event).into_iter().collect(),
-                    };
-                    for event in out {
-                        if tx.send(event).is_err() {
-                            return;
-                        }
-                    }
-                }
+                let selection = selection.clone();
+                futures_util::stream::select(nodes, pods)
+                    .flat_map(move |side| {
+                        let out: Vec<WatchEvent> = match side {
+                            Side::Node(event) => gate
+                                .node_event(&selection, &event)
+                                .into_iter()
+                                .map(WatchEvent::Applied)
+                                .collect(),
+                            Side::Pod(event) => gate.pod_event(event).into_iter().collect(),
+                        };
+                        futures_util::stream::iter(out)
+                    })
+                    .boxed()
             } else {
                 let mut config = watcher::Config::default();
                 if core("Pod")
@@ -384,11 +486,16 @@ impl Cluster for KubeCluster {
                 {
                     config = config.fields(&fields);
                 }
-                let mut stream = events(api, config).boxed();
-                while let Some(event) = stream.next().await {
-                    if tx.send(event).is_err() {
-                        return;
-                    }
+                events(api, config).boxed()
+            };
+            // With node leases, only the objects of the nodes this replica holds.
+            let mut stream = match (&cluster.held, core("Node") || core("Pod")) {
+                (Some(held), true) => held_only(stream, held.clone(), core("Node")),
+                _ => stream,
+            };
+            while let Some(event) = stream.next().await {
+                if tx.send(event).is_err() {
+                    return;
                 }
             }
         });

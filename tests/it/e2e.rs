@@ -93,6 +93,46 @@ async fn wait_for(
     }
 }
 
+/// Create `nodes` nodes and `pods` pods bound to them round robin, with `annotations`.
+fn create_nodes_and_pods(state: &State, nodes: usize, pods: usize, annotations: &Value) {
+    for i in 0..nodes {
+        state
+            .create(json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": format!("node-{i}")}}))
+            .expect("node");
+    }
+    for i in 0..pods {
+        state
+            .create(json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": format!("pod-{i}"), "namespace": "default", "annotations": annotations},
+                "spec": {"nodeName": format!("node-{}", i % nodes), "containers": [{"name": "c", "image": "busybox"}]},
+            }))
+            .expect("pod");
+    }
+}
+
+/// Wait until the nodes are Ready and the pods Running (and Ready).
+async fn ready_and_running(state: &State, nodes: usize, pods: usize) {
+    wait_for(
+        state,
+        "v1",
+        "Node",
+        "nodes Ready",
+        |all| all.len() == nodes,
+        |n| condition_true(n, "Ready"),
+    )
+    .await;
+    wait_for(
+        state,
+        "v1",
+        "Pod",
+        "pods Running",
+        |all| all.len() == pods,
+        |p| p.pointer("/status/phase") == Some(&json!("Running")) && condition_true(p, "Ready"),
+    )
+    .await;
+}
+
 fn condition_true(object: &Value, kind: &str) -> bool {
     object
         .pointer("/status/conditions")
@@ -114,44 +154,14 @@ async fn nodes_and_pods_through_the_engine(server: &ApiServer) {
     let started = std::time::Instant::now();
     let state = &server.server().state;
     let (nodes, pods) = (100, 1_000);
-    for i in 0..nodes {
-        state
-            .create(json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": format!("node-{i}")}}))
-            .expect("node");
-    }
     // No delays: the test is about the path, not KWOK's pacing.
     let fast = json!({
         "pod-create.stage.kwok.x-k8s.io/delay": "0s", "pod-create.stage.kwok.x-k8s.io/jitter-delay": "0s",
         "pod-ready.stage.kwok.x-k8s.io/delay": "0s", "pod-ready.stage.kwok.x-k8s.io/jitter-delay": "0s",
         "pod-delete.stage.kwok.x-k8s.io/delay": "0s",
     });
-    for i in 0..pods {
-        state
-            .create(json!({
-                "apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": format!("pod-{i}"), "namespace": "default", "annotations": fast},
-                "spec": {"nodeName": format!("node-{}", i % nodes), "containers": [{"name": "c", "image": "busybox"}]},
-            }))
-            .expect("pod");
-    }
-    wait_for(
-        state,
-        "v1",
-        "Node",
-        "nodes Ready",
-        |all| all.len() == nodes,
-        |n| condition_true(n, "Ready"),
-    )
-    .await;
-    wait_for(
-        state,
-        "v1",
-        "Pod",
-        "pods Running",
-        |all| all.len() == pods,
-        |p| p.pointer("/status/phase") == Some(&json!("Running")) && condition_true(p, "Ready"),
-    )
-    .await;
+    create_nodes_and_pods(state, nodes, pods, &fast);
+    ready_and_running(state, nodes, pods).await;
     eprintln!(
         "{nodes} nodes Ready and {pods} pods Running in {:?}",
         started.elapsed()
@@ -560,4 +570,112 @@ async fn only_managed_nodes_and_their_pods_are_played() {
     for t in tasks {
         t.abort();
     }
+}
+
+/// One replica: an engine whose cluster delivers only the nodes it holds the Lease of.
+async fn replica(
+    server: &ApiServer,
+    identity: &str,
+    duration: Duration,
+) -> (
+    Arc<Engine<KubeCluster>>,
+    Vec<tokio::task::JoinHandle<()>>,
+    kstage::lease::Held,
+) {
+    let config = kube_config(server).await;
+    let base = KubeCluster::new(config.clone()).expect("cluster");
+    let (nodes_tx, nodes_rx) = tokio::sync::watch::channel(Default::default());
+    let tracker = base.track_managed_nodes(nodes_tx);
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let leases = kstage::lease::Leases::new(
+        kube::Client::try_from(config).expect("client"),
+        kstage::lease::LeaseConfig {
+            identity: identity.into(),
+            duration,
+        },
+        clock.clone(),
+    );
+    let held = leases.held();
+    let lease_loop = tokio::spawn(leases.run(nodes_rx));
+    let cluster = Arc::new(base.with_held_nodes(held.clone()));
+    let stages = stage_set(clock.clone(), &["stage/node/fast", "stage/pod/fast"]);
+    let engine = Engine::new(
+        cluster,
+        stages,
+        EngineConfig {
+            workers: 4,
+            clock,
+            ..EngineConfig::default()
+        },
+    );
+    let mut tasks = engine.start();
+    tasks.push(tracker);
+    tasks.push(lease_loop);
+    (engine, tasks, held)
+}
+
+/// Two replicas share the nodes through Leases: a node is held by one of them at a time,
+/// all nodes and pods are played, and when one stops the other takes its nodes over
+/// within a lease duration.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_share_nodes_through_leases() {
+    let server = ApiServer::start(Config::default()).await.expect("server");
+    let duration = Duration::from_secs(2);
+    let (engine_a, tasks_a, held_a) = replica(&server, "replica-a", duration).await;
+    let (engine_b, tasks_b, held_b) = replica(&server, "replica-b", duration).await;
+    let state = &server.server().state;
+    let nodes = 10;
+    create_nodes_and_pods(state, nodes, 40, &json!({}));
+    ready_and_running(state, nodes, 40).await;
+    let (a, b) = (held_a.borrow().clone(), held_b.borrow().clone());
+    eprintln!("replica-a holds {}, replica-b holds {}", a.len(), b.len());
+    assert!(a.is_disjoint(&b), "a node held twice: {a:?} {b:?}");
+    assert_eq!(a.len() + b.len(), nodes, "every node held: {a:?} {b:?}");
+    // Every Lease names one of them.
+    let leases = state
+        .resource_of("coordination.k8s.io/v1", "Lease")
+        .expect("leases");
+    let holders: std::collections::BTreeSet<String> = state
+        .list(&leases, Some("kube-node-lease"), None, 0, None, |_| true)
+        .expect("list")
+        .items
+        .iter()
+        .filter_map(|l| {
+            l.pointer("/spec/holderIdentity")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        })
+        .collect();
+    assert!(
+        holders.iter().all(|h| h == "replica-a" || h == "replica-b"),
+        "{holders:?}"
+    );
+    // Stop the replica holding more; the other holds every node within a lease duration
+    // (plus a renewal period).
+    let (stopped, survivor, survivor_held) = if a.len() >= b.len() {
+        ((engine_a, tasks_a), engine_b, held_b)
+    } else {
+        ((engine_b, tasks_b), engine_a, held_a)
+    };
+    stopped.0.shutdown();
+    for t in stopped.1 {
+        t.abort();
+    }
+    let stopped_at = std::time::Instant::now();
+    let mut held = survivor_held;
+    let all = tokio::time::timeout(duration * 3, async {
+        loop {
+            if held.borrow_and_update().len() == nodes {
+                return;
+            }
+            if held.changed().await.is_err() {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(all.is_ok(), "the survivor holds {:?}", held.borrow());
+    let took = stopped_at.elapsed();
+    assert!(took <= duration + duration / 2, "took over in {took:?}");
+    survivor.shutdown();
 }

@@ -1,0 +1,190 @@
+//! Node leases: with several kstage replicas, each node is played by exactly one of them,
+//! the holder of its `coordination.k8s.io` Lease (in `kube-node-lease`, named after the
+//! node, as the kubelet's).
+//!
+//! Every `duration / 4` the [`Leases`] loop visits the managed nodes: it creates a
+//! missing Lease for itself, renews its own, and takes over one whose holder let it
+//! expire (`renewTime + leaseDurationSeconds` in the past). Every write carries the
+//! resourceVersion it read, so two replicas racing for a Lease cannot both win. The set
+//! of nodes held is published on a `watch` channel; the cluster adapter delivers only the
+//! objects of held nodes to the engine (and reports the objects of a node it lost as
+//! gone, so their queued work is cancelled).
+
+use std::collections::{BTreeSet, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use futures_util::StreamExt;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::{Api, PostParams};
+use serde_json::json;
+use tokio::sync::watch;
+
+use crate::clock::Clock;
+
+/// The namespace of node Leases.
+pub const NAMESPACE: &str = "kube-node-lease";
+
+/// How leases are held.
+#[derive(Debug, Clone)]
+pub struct LeaseConfig {
+    /// Who this replica is (`holderIdentity`).
+    pub identity: String,
+    /// `leaseDurationSeconds`; renewed every quarter of it.
+    pub duration: Duration,
+}
+
+/// The nodes this replica holds, as published by [`Leases::run`].
+pub type Held = watch::Receiver<BTreeSet<String>>;
+
+/// The lease loop of one replica.
+#[derive(Debug)]
+pub struct Leases {
+    api: Api<Lease>,
+    config: LeaseConfig,
+    clock: Arc<dyn Clock>,
+    held: watch::Sender<BTreeSet<String>>,
+}
+
+fn timestamp(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Micros, true)
+}
+
+impl Leases {
+    /// A lease loop through `client`; [`Leases::held`] tells what it holds.
+    pub fn new(client: kube::Client, config: LeaseConfig, clock: Arc<dyn Clock>) -> Self {
+        Self {
+            api: Api::namespaced(client, NAMESPACE),
+            config,
+            clock,
+            held: watch::Sender::new(BTreeSet::new()),
+        }
+    }
+
+    /// The nodes held, updated as leases are won and lost.
+    pub fn held(&self) -> Held {
+        self.held.subscribe()
+    }
+
+    /// Hold the leases of `nodes` (the managed nodes, as they change) until dropped.
+    pub async fn run(self, mut nodes: watch::Receiver<BTreeSet<String>>) {
+        let every = self.config.duration / 4;
+        loop {
+            let candidates = nodes.borrow_and_update().clone();
+            let mut held = BTreeSet::new();
+            for node in &candidates {
+                if self.hold(node).await {
+                    held.insert(node.clone());
+                }
+            }
+            self.held.send_if_modified(|current| {
+                let changed = *current != held;
+                *current = held;
+                changed
+            });
+            tokio::select! {
+                () = tokio::time::sleep(every) => {}
+                changed = nodes.changed() => if changed.is_err() { return },
+            }
+        }
+    }
+
+    /// Create, renew or take over the Lease of `node`; whether this replica holds it.
+    async fn hold(&self, node: &str) -> bool {
+        let now = self.clock.now();
+        let seconds = self.config.duration.as_secs().max(1);
+        let mine = |rv: Option<String>, transitions: i64, acquired: Option<String>| -> Lease {
+            let value = json!({
+                "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "metadata": {"name": node, "namespace": NAMESPACE, "resourceVersion": rv},
+                "spec": {
+                    "holderIdentity": self.config.identity,
+                    "leaseDurationSeconds": seconds,
+                    "acquireTime": acquired.unwrap_or_else(|| timestamp(now)),
+                    "renewTime": timestamp(now),
+                    "leaseTransitions": transitions,
+                },
+            });
+            serde_json::from_value(value).unwrap_or_default()
+        };
+        let lease = match self.api.get_opt(node).await {
+            Ok(Some(lease)) => lease,
+            Ok(None) => {
+                return self
+                    .api
+                    .create(&PostParams::default(), &mine(None, 0, None))
+                    .await
+                    .is_ok();
+            }
+            Err(e) => {
+                tracing::debug!(node, "cannot read the node's Lease: {e}");
+                return false;
+            }
+        };
+        let spec = lease.spec.clone().unwrap_or_default();
+        let holder = spec.holder_identity.as_deref().unwrap_or("");
+        let rv = lease.metadata.resource_version.clone();
+        let transitions = i64::from(spec.lease_transitions.unwrap_or(0));
+        let acquired = spec.acquire_time.as_ref().map(|t| t.0.to_string());
+        let expired = match (spec.renew_time.as_ref(), spec.lease_duration_seconds) {
+            (Some(renewed), Some(d)) => {
+                let renewed: DateTime<Utc> = renewed.0.to_string().parse().unwrap_or(now);
+                renewed + chrono::TimeDelta::seconds(i64::from(d)) < now
+            }
+            _ => true,
+        };
+        let next = if holder == self.config.identity {
+            mine(rv, transitions, acquired)
+        } else if expired || holder.is_empty() {
+            tracing::info!(node, from = holder, "taking over an expired node Lease");
+            mine(rv, transitions + 1, None)
+        } else {
+            return false;
+        };
+        self.api
+            .replace(node, &PostParams::default(), &next)
+            .await
+            .is_ok()
+    }
+}
+
+/// Publish the managed nodes seen by a node watch to the lease loop: the names of the
+/// nodes in `events`, kept current.
+pub async fn track_nodes(
+    mut events: impl futures_util::Stream<Item = crate::cluster::WatchEvent> + Unpin,
+    selection: crate::cluster::managed::ManagedNodes,
+    out: watch::Sender<BTreeSet<String>>,
+) {
+    use crate::cluster::WatchEvent;
+    let name = |n: &serde_json::Value| {
+        n.pointer("/metadata/name")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("")
+            .to_owned()
+    };
+    let mut nodes: HashSet<String> = HashSet::new();
+    while let Some(event) = events.next().await {
+        match event {
+            WatchEvent::Applied(n) if selection.node_matches(&n) => {
+                nodes.insert(name(&n));
+            }
+            WatchEvent::Applied(n) | WatchEvent::Deleted(n) => {
+                nodes.remove(&name(&n));
+            }
+            WatchEvent::Restarted(all) => {
+                nodes = all
+                    .iter()
+                    .filter(|n| selection.node_matches(n))
+                    .map(|n| name(n))
+                    .collect();
+            }
+        }
+        let current: BTreeSet<String> = nodes.iter().cloned().collect();
+        out.send_if_modified(|old| {
+            let changed = *old != current;
+            *old = current;
+            changed
+        });
+    }
+}
