@@ -2,9 +2,12 @@
 //! the holder of its `coordination.k8s.io` Lease (in `kube-node-lease`, named after the
 //! node, as the kubelet's).
 //!
-//! Every `duration / 4` the [`Leases`] loop visits the managed nodes: it creates a
-//! missing Lease for itself, renews its own, and takes over one whose holder let it
-//! expire (`renewTime + leaseDurationSeconds` in the past). Every write carries the
+//! Every `duration / 4` the [`Leases`] loop renews the Lease that announces its replica
+//! (`kstage-replica-IDENTITY`), counts the live replicas, and visits the managed nodes
+//! for a fair share of them (managed nodes / replicas, rounded up): it renews up to that
+//! many of its own, lets the rest expire for the others, and below its share creates a
+//! missing Lease for itself or takes over one whose holder let it expire
+//! (`renewTime + leaseDurationSeconds` in the past). Every write carries the
 //! resourceVersion it read, so two replicas racing for a Lease cannot both win. The set
 //! of nodes held is published on a `watch` channel; the cluster adapter delivers only the
 //! objects of held nodes to the engine (and reports the objects of a node it lost as
@@ -25,6 +28,9 @@ use crate::clock::Clock;
 
 /// The namespace of node Leases.
 pub const NAMESPACE: &str = "kube-node-lease";
+
+/// The name prefix of the Lease each replica holds to announce itself.
+pub const REPLICA_PREFIX: &str = "kstage-replica-";
 
 /// How leases are held.
 #[derive(Debug, Clone)]
@@ -70,10 +76,26 @@ impl Leases {
     /// Hold the leases of `nodes` (the managed nodes, as they change) until dropped.
     pub async fn run(self, mut nodes: watch::Receiver<BTreeSet<String>>) {
         let every = self.config.duration / 4;
+        let presence = format!("{REPLICA_PREFIX}{}", self.config.identity);
         loop {
             let candidates = nodes.borrow_and_update().clone();
+            // Announce this replica, and take a fair share of the nodes: keep (renew) at
+            // most that many of those held, let the rest expire for the others, and take
+            // free or expired ones while below it.
+            self.hold(&presence).await;
+            let replicas = self.live_replicas().await.max(1);
+            let share = candidates.len().div_ceil(replicas);
+            let before = self.held.borrow().clone();
             let mut held = BTreeSet::new();
-            for node in &candidates {
+            for node in candidates.iter().filter(|n| before.contains(*n)) {
+                if held.len() < share && self.hold(node).await {
+                    held.insert(node.clone());
+                }
+            }
+            for node in candidates.iter().filter(|n| !before.contains(*n)) {
+                if held.len() >= share {
+                    break;
+                }
                 if self.hold(node).await {
                     held.insert(node.clone());
                 }
@@ -88,6 +110,24 @@ impl Leases {
                 changed = nodes.changed() => if changed.is_err() { return },
             }
         }
+    }
+
+    /// How many replicas announce themselves with a Lease that has not expired.
+    async fn live_replicas(&self) -> usize {
+        let Ok(list) = self.api.list(&kube::api::ListParams::default()).await else {
+            return 1;
+        };
+        let now = self.clock.now();
+        list.items
+            .iter()
+            .filter(|l| {
+                l.metadata
+                    .name
+                    .as_deref()
+                    .is_some_and(|n| n.starts_with(REPLICA_PREFIX))
+            })
+            .filter(|l| !expired(l, now))
+            .count()
     }
 
     /// Create, renew or take over the Lease of `node`; whether this replica holds it.
@@ -127,13 +167,7 @@ impl Leases {
         let rv = lease.metadata.resource_version.clone();
         let transitions = i64::from(spec.lease_transitions.unwrap_or(0));
         let acquired = spec.acquire_time.as_ref().map(|t| t.0.to_string());
-        let expired = match (spec.renew_time.as_ref(), spec.lease_duration_seconds) {
-            (Some(renewed), Some(d)) => {
-                let renewed: DateTime<Utc> = renewed.0.to_string().parse().unwrap_or(now);
-                renewed + chrono::TimeDelta::seconds(i64::from(d)) < now
-            }
-            _ => true,
-        };
+        let expired = expired(&lease, now);
         let next = if holder == self.config.identity {
             mine(rv, transitions, acquired)
         } else if expired || holder.is_empty() {
@@ -146,6 +180,20 @@ impl Leases {
             .replace(node, &PostParams::default(), &next)
             .await
             .is_ok()
+    }
+}
+
+/// Whether a Lease's holder let it expire (or it never had one).
+fn expired(lease: &Lease, now: DateTime<Utc>) -> bool {
+    let Some(spec) = &lease.spec else {
+        return true;
+    };
+    match (spec.renew_time.as_ref(), spec.lease_duration_seconds) {
+        (Some(renewed), Some(d)) => {
+            let renewed: DateTime<Utc> = renewed.0.to_string().parse().unwrap_or(now);
+            renewed + chrono::TimeDelta::seconds(i64::from(d)) < now
+        }
+        _ => true,
     }
 }
 

@@ -627,6 +627,30 @@ async fn two_replicas_share_nodes_through_leases() {
     let nodes = 10;
     create_nodes_and_pods(state, nodes, 40, &json!({}));
     ready_and_running(state, nodes, 40).await;
+    // The replicas even out: each ends up with half of the nodes.
+    let (mut watch_a, mut watch_b) = (held_a.clone(), held_b.clone());
+    let balanced = tokio::time::timeout(duration * 5, async {
+        loop {
+            let (a, b) = (
+                watch_a.borrow_and_update().len(),
+                watch_b.borrow_and_update().len(),
+            );
+            if a == nodes / 2 && b == nodes / 2 {
+                return;
+            }
+            tokio::select! {
+                _ = watch_a.changed() => {}
+                _ = watch_b.changed() => {}
+            }
+        }
+    })
+    .await;
+    assert!(
+        balanced.is_ok(),
+        "not balanced: {:?} {:?}",
+        held_a.borrow(),
+        held_b.borrow()
+    );
     let (a, b) = (held_a.borrow().clone(), held_b.borrow().clone());
     eprintln!("replica-a holds {}, replica-b holds {}", a.len(), b.len());
     assert!(a.is_disjoint(&b), "a node held twice: {a:?} {b:?}");
