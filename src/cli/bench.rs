@@ -38,6 +38,10 @@ pub struct BenchArgs {
     /// Engine workers.
     #[arg(long, default_value_t = 16)]
     workers: usize,
+    /// Pod IP range(s) of the engine: `V4` or `V4,V6` (default 10.244.0.0/16, 65,534
+    /// pods).
+    #[arg(long)]
+    cidr: Option<String>,
     /// Give up the lifecycle benchmark after this long.
     #[arg(long, default_value = "300s", value_parser = super::duration::parse_std_duration)]
     timeout: Duration,
@@ -80,7 +84,7 @@ pub(super) fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     }
     let clock: std::sync::Arc<dyn crate::clock::Clock> =
         std::sync::Arc::new(crate::clock::SystemClock);
-    let env = super::run::template_env(clock.clone(), None)?;
+    let env = super::run::template_env(clock.clone(), args.cidr.as_deref())?;
     let renderer = crate::template::Renderer::new(env.clone());
     let stages = super::run::stage_files(&args.stages, &renderer)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
