@@ -343,7 +343,8 @@ fn key_of(resource: &Resource, namespace: Option<&str>, name: &str) -> ObjectKey
     }
 }
 
-fn wants_table(headers: &HeaderMap) -> bool {
+/// Whether the request's `Accept` header asks for a Table.
+pub(super) fn wants_table(headers: &HeaderMap) -> bool {
     headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())

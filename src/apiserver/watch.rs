@@ -66,10 +66,7 @@ pub fn start(
         namespace,
         bookmarks: query.flag("allowWatchBookmarks"),
         initial_events_end: send_initial,
-        table: headers
-            .get(http::header::ACCEPT)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(table::wants_table),
+        table: super::handler::wants_table(headers),
         deadline: now + timeout,
         close_at: close_after.map(|d| now + d),
         filter,

@@ -19,6 +19,23 @@ use crate::engine::EngineConfig;
 use crate::stage::Stage;
 use crate::template::{Renderer, SimEnv};
 
+/// The engine's flags, shared by `kstage run` and `kstage up`.
+#[derive(Debug, clap::Args)]
+pub struct EngineArgs {
+    /// Workers playing Stages concurrently.
+    #[arg(long, default_value_t = 16)]
+    workers: usize,
+    /// Pod IP range(s): `V4` or `V4,V6` (dual-stack); default 10.244.0.0/16. Addresses are
+    /// released when their pod goes away.
+    #[arg(long)]
+    cidr: Option<String>,
+    /// Plugin configuration (YAML: `plugins:` and `bindings:`, see plugins/README.md);
+    /// plugin files are hot-swapped when they change, the whole file is read again on
+    /// SIGHUP.
+    #[arg(long)]
+    config: Option<PathBuf>,
+}
+
 /// Play Stages against a cluster.
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
@@ -33,18 +50,9 @@ pub struct RunArgs {
     /// take effect without a restart).
     #[arg(long)]
     stage_crds: bool,
-    /// Workers playing Stages concurrently.
-    #[arg(long, default_value_t = 16)]
-    workers: usize,
-    /// Pod IP range(s): `V4` or `V4,V6` (dual-stack); default 10.244.0.0/16. Addresses are
-    /// released when their pod goes away.
-    #[arg(long)]
-    cidr: Option<String>,
-    /// Plugin configuration (YAML: `plugins:` and `bindings:`, see plugins/README.md);
-    /// plugin files are hot-swapped when they change, the whole file is read again on
-    /// SIGHUP.
-    #[arg(long)]
-    config: Option<PathBuf>,
+    /// How the engine runs.
+    #[command(flatten)]
+    engine: EngineArgs,
     /// Manage only the nodes with these labels (a Kubernetes selector), and their pods.
     #[arg(long, group = "nodes")]
     manage_nodes_with_label_selector: Option<String>,
@@ -80,15 +88,14 @@ pub struct RunArgs {
 impl RunArgs {
     fn managed_nodes(&self) -> anyhow::Result<ManagedNodes> {
         let managed = if let Some(s) = &self.manage_nodes_with_label_selector {
-            ManagedNodes::Labels(s.clone())
+            ManagedNodes::labels(s).context("the node label selector")?
         } else if let Some(s) = &self.manage_nodes_with_annotation_selector {
-            ManagedNodes::Annotations(s.clone())
+            ManagedNodes::annotations(s).context("the node annotation selector")?
         } else if let Some(n) = &self.manage_single_node {
             ManagedNodes::Single(n.clone())
         } else {
             ManagedNodes::All
         };
-        managed.validate().context("the node selector")?;
         Ok(managed)
     }
 }
@@ -111,17 +118,9 @@ pub struct UpArgs {
     /// Stop after this long (default: run until Ctrl-C).
     #[arg(long = "for", value_parser = super::duration::parse_std_duration)]
     run_for: Option<Duration>,
-    /// Workers playing Stages concurrently.
-    #[arg(long, default_value_t = 16)]
-    workers: usize,
-    /// Pod IP range(s): `V4` or `V4,V6` (dual-stack); default 10.244.0.0/16.
-    #[arg(long)]
-    cidr: Option<String>,
-    /// Plugin configuration (YAML: `plugins:` and `bindings:`, see plugins/README.md);
-    /// plugin files are hot-swapped when they change, the whole file is read again on
-    /// SIGHUP.
-    #[arg(long)]
-    config: Option<PathBuf>,
+    /// How the engine runs.
+    #[command(flatten)]
+    engine: EngineArgs,
 }
 
 /// A replica's lease identity when none is given.
@@ -296,10 +295,10 @@ pub(super) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         anyhow::bail!("nothing to play: give --stages PATH... and/or --stage-crds");
     }
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let env = template_env(clock.clone(), args.cidr.as_deref())?;
+    let env = template_env(clock.clone(), args.engine.cidr.as_deref())?;
     let renderer = Renderer::new(env.clone());
     let files = stage_files(&args.stages, &renderer)?;
-    let plugins = Plugins::load(args.config.as_deref(), clock.clone())?;
+    let plugins = Plugins::load(args.engine.config.as_deref(), clock.clone())?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -334,7 +333,7 @@ pub(super) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             files,
             args.stage_crds,
             renderer,
-            engine_config(args.workers, clock, &env),
+            engine_config(args.engine.workers, clock, &env),
             plugins.deciders.clone(),
         );
         let _watcher = plugins.watch(daemon.engine())?;
@@ -355,9 +354,9 @@ pub(super) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
 
 pub(super) fn up(args: UpArgs) -> anyhow::Result<ExitCode> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let env = template_env(clock.clone(), args.cidr.as_deref())?;
+    let env = template_env(clock.clone(), args.engine.cidr.as_deref())?;
     let renderer = Renderer::new(env.clone());
-    let plugins = Plugins::load(args.config.as_deref(), clock.clone())?;
+    let plugins = Plugins::load(args.engine.config.as_deref(), clock.clone())?;
     let files = if args.stages.is_empty() {
         builtin_stages(&renderer)?
     } else {
@@ -387,7 +386,7 @@ pub(super) fn up(args: UpArgs) -> anyhow::Result<ExitCode> {
             files,
             true,
             renderer,
-            engine_config(args.workers, clock, &env),
+            engine_config(args.engine.workers, clock, &env),
             plugins.deciders.clone(),
         );
         let _watcher = plugins.watch(daemon.engine())?;

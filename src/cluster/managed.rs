@@ -25,21 +25,22 @@ pub enum ManagedNodes {
     All,
     /// Nodes whose labels match (Kubernetes selector syntax).
     Labels(String),
-    /// Nodes whose annotations match (the same syntax, on annotations).
-    Annotations(String),
+    /// Nodes whose annotations match (the same syntax, on annotations), parsed once.
+    Annotations(LabelSelector),
     /// One node by name.
     Single(String),
 }
 
 impl ManagedNodes {
-    /// Check the selector syntax.
-    pub fn validate(&self) -> Result<(), SelectorError> {
-        match self {
-            ManagedNodes::Labels(s) | ManagedNodes::Annotations(s) => {
-                LabelSelector::parse(s).map(drop)
-            }
-            _ => Ok(()),
-        }
+    /// Nodes whose labels match `selector` (checked here, applied by the server).
+    pub fn labels(selector: &str) -> Result<Self, SelectorError> {
+        LabelSelector::parse(selector)?;
+        Ok(ManagedNodes::Labels(selector.to_owned()))
+    }
+
+    /// Nodes whose annotations match `selector`.
+    pub fn annotations(selector: &str) -> Result<Self, SelectorError> {
+        LabelSelector::parse(selector).map(ManagedNodes::Annotations)
     }
 
     /// The server-side selectors of the node watch: (labels, fields).
@@ -67,8 +68,9 @@ impl ManagedNodes {
     /// Whether a node (delivered by the node watch) is managed.
     pub fn node_matches(&self, node: &Value) -> bool {
         match self {
-            ManagedNodes::Annotations(s) => LabelSelector::parse(s)
-                .is_ok_and(|sel| sel.matches_map(node.pointer("/metadata/annotations"))),
+            ManagedNodes::Annotations(selector) => {
+                selector.matches_map(node.pointer("/metadata/annotations"))
+            }
             // The server already selected.
             _ => true,
         }
@@ -194,7 +196,7 @@ mod tests {
 
     #[test]
     fn pods_of_unmanaged_nodes_wait_until_their_node_is_managed() {
-        let selection = ManagedNodes::Annotations("pool=fake".into());
+        let selection = ManagedNodes::annotations("pool=fake").expect("selector");
         let mut gate = PodGate::default();
         assert!(
             gate.node_event(
@@ -249,10 +251,11 @@ mod tests {
         );
         assert_eq!(single.pod_fields().as_deref(), Some("spec.nodeName=n1"));
         assert!(!single.gates_pods());
-        let labels = ManagedNodes::Labels("type=kwok".into());
+        let labels = ManagedNodes::labels("type=kwok").expect("selector");
         assert_eq!(labels.node_selectors(), (Some("type=kwok"), None));
         assert!(labels.gates_pods());
-        assert!(ManagedNodes::Labels("a in b".into()).validate().is_err());
+        assert!(ManagedNodes::labels("a in b").is_err());
+        assert!(ManagedNodes::annotations("a in b").is_err());
         assert!(ManagedNodes::All.node_matches(&node("x", "y")));
     }
 }

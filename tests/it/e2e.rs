@@ -492,7 +492,7 @@ async fn only_managed_nodes_and_their_pods_are_played() {
         &server,
         &["stage/node/fast", "stage/pod/fast"],
         4,
-        ManagedNodes::Labels("type=kwok".into()),
+        ManagedNodes::labels("type=kwok").expect("selector"),
     )
     .await;
     let state = &server.server().state;
