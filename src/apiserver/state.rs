@@ -144,7 +144,8 @@ pub const INITIAL_NAMESPACES: [&str; 4] =
 pub struct State {
     store: Mutex<MemoryStore>,
     registry: RwLock<Registry>,
-    channels: RwLock<HashMap<(String, String), Arc<Channel>>>,
+    /// By `apiVersion`, then `kind`: looked up with borrowed strings on every write.
+    channels: RwLock<HashMap<String, HashMap<String, Arc<Channel>>>>,
     history_limit: usize,
 }
 
@@ -215,19 +216,21 @@ impl State {
 
     /// The watch history of a kind (created on first use).
     pub fn channel(&self, api_version: &str, kind: &str) -> Arc<Channel> {
-        let key = (api_version.to_owned(), kind.to_owned());
         if let Some(c) = self
             .channels
             .read()
             .unwrap_or_else(PoisonError::into_inner)
-            .get(&key)
+            .get(api_version)
+            .and_then(|kinds| kinds.get(kind))
         {
             return c.clone();
         }
         self.channels
             .write()
             .unwrap_or_else(PoisonError::into_inner)
-            .entry(key)
+            .entry(api_version.to_owned())
+            .or_default()
+            .entry(kind.to_owned())
             .or_insert_with(|| Arc::new(Channel::new(self.history_limit)))
             .clone()
     }
