@@ -144,6 +144,13 @@ impl StepError {
         matches!(self, StepError::Template { source, .. } if matches!(**source, RenderError::Plugin(_)))
     }
 
+    /// Whether an address range the template draws from is full (transient: addresses
+    /// come back as pods go).
+    pub fn is_exhausted(&self) -> bool {
+        matches!(self, StepError::Template { .. })
+            && crate::template::is_exhausted(&self.to_string())
+    }
+
     /// The index of the step that failed.
     pub fn step(&self) -> usize {
         match self {

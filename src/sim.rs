@@ -45,7 +45,7 @@ pub struct Config {
     /// Who selects, renders and classifies (plugins with `--config`; built-in otherwise).
     pub deciders: Deciders,
     /// Told about every object that goes away (releases pod IPs).
-    pub on_gone: Option<crate::engine::GoneHook>,
+    pub observer: Option<Arc<dyn crate::engine::Observer>>,
 }
 
 impl Default for Config {
@@ -60,7 +60,7 @@ impl Default for Config {
             workers: 1,
             timeline: true,
             deciders: Deciders::default(),
-            on_gone: None,
+            observer: None,
         }
     }
 }
@@ -145,7 +145,7 @@ pub async fn run(
         seed: config.seed,
         clock,
         journal: config.timeline.then(|| journal.clone()),
-        on_gone: config.on_gone.clone(),
+        observer: config.observer.clone(),
         ..EngineConfig::default()
     };
     let engine = Engine::with_deciders(

@@ -148,7 +148,7 @@ pub(super) fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
                 crate::engine::EngineConfig {
                     workers: args.workers,
                     clock,
-                    on_gone: Some(super::run::releases_ips(&env)),
+                    observer: Some(env.clone()),
                     ..crate::engine::EngineConfig::default()
                 },
                 crate::decide::Deciders::default(),

@@ -224,12 +224,6 @@ pub(super) fn template_env(
     Ok(Arc::new(env))
 }
 
-/// The hook that returns the IPs of pods that went away to `env`'s pool.
-pub(super) fn releases_ips(env: &Arc<SimEnv>) -> crate::engine::GoneHook {
-    let env = env.clone();
-    crate::engine::GoneHook(Arc::new(move |object| env.release(object)))
-}
-
 /// The Stages of `paths`; none without paths.
 pub(super) fn stage_files(paths: &[PathBuf], renderer: &Renderer) -> anyhow::Result<Vec<Stage>> {
     if paths.is_empty() {
@@ -278,7 +272,7 @@ fn engine_config(workers: usize, clock: Arc<dyn Clock>, env: &Arc<SimEnv>) -> En
         workers,
         clock,
         seed: rand_seed(),
-        on_gone: Some(releases_ips(env)),
+        observer: Some(env.clone()),
         ..EngineConfig::default()
     }
 }

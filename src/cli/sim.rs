@@ -122,7 +122,7 @@ pub(super) fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
             workers: workers as usize,
             timeline: output != SimOutput::Summary,
             deciders,
-            on_gone: Some(super::run::releases_ips(&env)),
+            observer: Some(env.clone()),
         };
         anyhow::Ok(crate::sim::run(stages, clock, objects, config).await?)
     })?;

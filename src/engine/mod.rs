@@ -61,18 +61,26 @@ pub struct EngineConfig {
     pub clock: Arc<dyn Clock>,
     /// Record every Stage played (for `kstage sim`'s timeline).
     pub journal: Option<Arc<Journal>>,
-    /// Called with the last state of every object that goes away (to release its pod
-    /// IPs ...).
-    pub on_gone: Option<GoneHook>,
+    /// Told about every new version of an object and the last state of every object that
+    /// goes away (the IP pools learn nodes' pod ranges and get pods' addresses back).
+    pub observer: Option<Arc<dyn Observer>>,
 }
 
-/// A function told about objects that went away.
-#[derive(Clone)]
-pub struct GoneHook(pub Arc<dyn Fn(&Value) + Send + Sync>);
+/// Follows the objects the engine sees.
+pub trait Observer: Send + Sync + std::fmt::Debug + 'static {
+    /// A new version of an object was seen.
+    fn applied(&self, object: &Value);
+    /// An object went away; `object` is its last state.
+    fn gone(&self, object: &Value);
+}
 
-impl std::fmt::Debug for GoneHook {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("GoneHook")
+/// The address pools of a [`SimEnv`](crate::template::SimEnv) follow the nodes and pods.
+impl Observer for crate::template::SimEnv {
+    fn applied(&self, object: &Value) {
+        self.observe(object);
+    }
+    fn gone(&self, object: &Value) {
+        self.release(object);
     }
 }
 
@@ -85,7 +93,7 @@ impl Default for EngineConfig {
             seed: 0,
             clock: Arc::new(SystemClock),
             journal: None,
-            on_gone: None,
+            observer: None,
         }
     }
 }
@@ -189,7 +197,7 @@ pub struct Engine<C: Cluster> {
     watched: Mutex<HashSet<ResourceRef>>,
     metrics: Metrics,
     journal: Option<Arc<Journal>>,
-    on_gone: Option<GoneHook>,
+    observer: Option<Arc<dyn Observer>>,
     /// Watch events handled, so a driver can tell when the engine has caught up.
     observed: AtomicU64,
 }
@@ -236,7 +244,7 @@ impl<C: Cluster> Engine<C> {
             watched: Mutex::new(HashSet::new()),
             metrics: Metrics::default(),
             journal: config.journal,
-            on_gone: config.on_gone,
+            observer: config.observer,
             observed: AtomicU64::new(0),
         })
     }
@@ -388,10 +396,10 @@ impl<C: Cluster> Engine<C> {
         }
     }
 
-    /// Tell the [`EngineConfig::on_gone`] hook that an object went away.
+    /// Tell the [`EngineConfig::observer`] that an object went away.
     fn gone(&self, object: &Value) {
-        if let Some(hook) = &self.on_gone {
-            (hook.0)(object);
+        if let Some(observer) = &self.observer {
+            observer.gone(object);
         }
     }
 
@@ -405,6 +413,9 @@ impl<C: Cluster> Engine<C> {
             .is_some_and(|old| old.resource_version.as_deref() == resource_version(&object));
         if same {
             return; // a version already seen (a relist or our own echo)
+        }
+        if let Some(observer) = &self.observer {
+            observer.applied(&object);
         }
         let seen = Seen {
             resource_version: resource_version(&object).map(str::to_owned),
@@ -521,7 +532,9 @@ impl<C: Cluster> Engine<C> {
                                 FailureKind::Template
                             },
                             status: None,
-                            reason: None,
+                            reason: e
+                                .is_exhausted()
+                                .then(|| crate::retry::REASON_EXHAUSTED.to_owned()),
                             message: e.to_string(),
                             retry_after: None,
                         };

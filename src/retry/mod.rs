@@ -77,6 +77,9 @@ pub struct Failure<'a> {
     pub binding: Option<&'a str>,
 }
 
+/// The [`Failure::reason`] of a template that failed because an address range is full.
+pub const REASON_EXHAUSTED: &str = "AddressRangeExhausted";
+
 /// What to do with a failed step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decision {
@@ -127,6 +130,8 @@ impl Classifier for BuiltinClassifier {
             | FailureKind::ConnectionReset
             | FailureKind::Eof
             | FailureKind::Timeout => retry(),
+            // A full address range frees up as pods go: wait for it.
+            FailureKind::Template if failure.reason == Some(REASON_EXHAUSTED) => Decision::Backoff,
             FailureKind::Template | FailureKind::Expression => Decision::Drop { warn: true },
             // A plugin that trapped or timed out may be fixed by a hot swap: keep trying.
             FailureKind::Other | FailureKind::Plugin => Decision::Backoff,
@@ -257,6 +262,15 @@ mod tests {
         assert_eq!(
             c.classify(&failure(FailureKind::Template, None)),
             Decision::Drop { warn: true }
+        );
+        let full = Failure {
+            reason: Some(REASON_EXHAUSTED),
+            ..failure(FailureKind::Template, None)
+        };
+        assert_eq!(
+            c.classify(&full),
+            Decision::Backoff,
+            "a full range frees up"
         );
         assert_eq!(
             c.classify(&failure(FailureKind::Expression, None)),

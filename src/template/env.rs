@@ -122,6 +122,15 @@ impl TemplateEnv for GoldenEnv {
     }
 }
 
+/// How an IP function's error ends when the range has no free address: the failure is
+/// then transient (addresses come back as pods go), see [`is_exhausted`].
+pub const EXHAUSTED: &str = "exhausted (no free address)";
+
+/// Whether a template error says that an address range is full.
+pub fn is_exhausted(message: &str) -> bool {
+    message.contains(EXHAUSTED)
+}
+
 /// A CIDR that cannot be used as an address pool.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid CIDR {cidr:?}: {reason}")]
@@ -132,58 +141,90 @@ pub struct CidrError {
     pub reason: String,
 }
 
-/// An IPv4 and an IPv6 range that hand out addresses by index: index `i` is the
-/// `i + 1`-th host address of each range (the network address is skipped).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// An IPv4 and/or an IPv6 range that hand out addresses by index: index `i` is the
+/// `i + 1`-th host address of each range (the network address is skipped). The global
+/// ranges have both families; a node's `podCIDRs` may have one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 struct Pool {
-    v4_base: u32,
-    v4_prefix: u8,
-    v6_base: u128,
-    v6_prefix: u8,
+    v4: Option<(u32, u8)>,
+    v6: Option<(u128, u8)>,
 }
 
 impl Pool {
     fn parse(v4: &str, v6: &str) -> Result<Self, CidrError> {
-        let (v4_base, v4_prefix) = parse_cidr::<Ipv4Addr>(v4, 30)?;
-        let (v6_base, v6_prefix) = parse_cidr::<Ipv6Addr>(v6, 126)?;
         Ok(Self {
-            v4_base: u32::try_from(v4_base).map_err(|_| CidrError {
-                cidr: v4.to_owned(),
-                reason: "not an IPv4 range".to_owned(),
-            })?,
-            v4_prefix,
-            v6_base,
-            v6_prefix,
+            v4: Some(parse_v4(v4)?),
+            v6: Some(parse_cidr::<Ipv6Addr>(v6, 126)?),
         })
     }
 
-    /// How many indexes both ranges can serve (IPv4 loses its broadcast address).
+    /// The ranges of a node's `spec.podCIDRs` (the first of each family; `None` when
+    /// none parses).
+    fn of_node(cidrs: &[&str]) -> Option<Self> {
+        let mut pool = Self { v4: None, v6: None };
+        for cidr in cidrs {
+            if cidr.contains(':') {
+                if pool.v6.is_none() {
+                    pool.v6 = parse_cidr::<Ipv6Addr>(cidr, 126).ok();
+                }
+            } else if pool.v4.is_none() {
+                pool.v4 = parse_v4(cidr).ok();
+            }
+        }
+        (pool.v4.is_some() || pool.v6.is_some()).then_some(pool)
+    }
+
+    /// How many indexes every range can serve (IPv4 loses its broadcast address).
     fn capacity(&self) -> u128 {
-        let v4 = (1u128 << (32 - u32::from(self.v4_prefix))) - 2;
-        let v6 = 1u128
-            .checked_shl(128 - u32::from(self.v6_prefix))
-            .map_or(u128::MAX, |n| n - 1);
+        let v4 = self.v4.map_or(u128::MAX, |(_, prefix)| {
+            (1u128 << (32 - u32::from(prefix))) - 2
+        });
+        let v6 = self.v6.map_or(u128::MAX, |(_, prefix)| {
+            1u128
+                .checked_shl(128 - u32::from(prefix))
+                .map_or(u128::MAX, |n| n - 1)
+        });
         v4.min(v6)
     }
 
-    fn v4(&self, index: u64) -> Ipv4Addr {
-        let offset = u32::try_from(index).unwrap_or(u32::MAX).saturating_add(1);
-        Ipv4Addr::from(self.v4_base.wrapping_add(offset))
+    /// The addresses of `index`: IPv4 first, IPv6 only when `dual_stack` or alone.
+    fn addresses(&self, index: u64, dual_stack: bool) -> Vec<String> {
+        let mut ips = Vec::with_capacity(2);
+        if let Some((base, _)) = self.v4 {
+            let offset = u32::try_from(index).unwrap_or(u32::MAX).saturating_add(1);
+            ips.push(Ipv4Addr::from(base.wrapping_add(offset)).to_string());
+        }
+        if let Some((base, _)) = self.v6
+            && (dual_stack || ips.is_empty())
+        {
+            ips.push(Ipv6Addr::from(base.wrapping_add(u128::from(index) + 1)).to_string());
+        }
+        ips
     }
 
-    fn v6(&self, index: u64) -> Ipv6Addr {
-        Ipv6Addr::from(self.v6_base.wrapping_add(u128::from(index) + 1))
+    /// The first address of `index`.
+    fn address(&self, index: u64) -> String {
+        self.addresses(index, false).swap_remove(0)
     }
 
     fn describe(&self) -> String {
-        format!(
-            "{}/{} and {}/{}",
-            Ipv4Addr::from(self.v4_base),
-            self.v4_prefix,
-            Ipv6Addr::from(self.v6_base),
-            self.v6_prefix
-        )
+        let v4 = self
+            .v4
+            .map(|(base, prefix)| format!("{}/{prefix}", Ipv4Addr::from(base)));
+        let v6 = self
+            .v6
+            .map(|(base, prefix)| format!("{}/{prefix}", Ipv6Addr::from(base)));
+        v4.into_iter().chain(v6).collect::<Vec<_>>().join(" and ")
     }
+}
+
+fn parse_v4(cidr: &str) -> Result<(u32, u8), CidrError> {
+    let (base, prefix) = parse_cidr::<Ipv4Addr>(cidr, 30)?;
+    let base = u32::try_from(base).map_err(|_| CidrError {
+        cidr: cidr.to_owned(),
+        reason: "not an IPv4 range".to_owned(),
+    })?;
+    Ok((base, prefix))
 }
 
 trait IpText: std::str::FromStr {
@@ -248,14 +289,43 @@ impl PodKey {
     }
 }
 
+/// The addresses handed out from one pod range.
+#[derive(Debug, Default)]
+struct PodRange {
+    /// The next never-used index.
+    next: u64,
+    /// Indexes given back, handed out again lowest first.
+    free: BTreeSet<u64>,
+    /// Pods holding an address of this range.
+    used: usize,
+    /// Nodes whose `podCIDRs` name this range.
+    nodes: usize,
+}
+
 /// Which index each node and pod holds.
 #[derive(Debug, Default)]
 struct Leases {
     nodes: HashMap<String, u64>,
     next_node: u64,
-    pods: HashMap<PodKey, u64>,
-    next_pod: u64,
-    free_pods: BTreeSet<u64>,
+    /// The pod ranges of nodes that have `spec.podCIDRs` (others use the global range).
+    node_ranges: HashMap<String, Pool>,
+    ranges: HashMap<Pool, PodRange>,
+    pods: HashMap<PodKey, (Pool, u64)>,
+}
+
+impl Leases {
+    /// Forgets `pool`'s range when no pod and no node uses it any more (the global range
+    /// is kept: it is the fallback).
+    fn tidy(&mut self, pool: Pool, global: Pool) {
+        if pool != global
+            && self
+                .ranges
+                .get(&pool)
+                .is_some_and(|r| r.used == 0 && r.nodes == 0)
+        {
+            self.ranges.remove(&pool);
+        }
+    }
 }
 
 /// A deterministic environment for simulations and tests.
@@ -268,6 +338,11 @@ struct Leases {
 /// different addresses. A pod is known by its UID, or by namespace and name when it has
 /// none; `hostNetwork` pods get their node's addresses. The `*IPsWith` functions give an
 /// IPv4 and an IPv6 address (dual-stack), unless [`SimEnv::with_dual_stack`] turns that off.
+///
+/// A node seen with `spec.podCIDRs` (or `spec.podCIDR`), told by [`SimEnv::observe`],
+/// gives its pods addresses from its own ranges, as KWOK does: a node with only an IPv4
+/// range gives single-stack pods. Addresses go back to their range when the pod goes away
+/// ([`SimEnv::release`]); a range no node and no pod uses any more is forgotten.
 pub struct SimEnv {
     clock: Arc<dyn Clock>,
     start_time: String,
@@ -313,16 +388,18 @@ impl SimEnv {
             node_port: 10250,
             dual_stack: true,
             nodes: Pool {
-                v4_base: u32::from(Ipv4Addr::new(10, 1, 0, 0)),
-                v4_prefix: 16,
-                v6_base: u128::from(Ipv6Addr::new(0xfd00, 0x10, 0x1, 0, 0, 0, 0, 0)),
-                v6_prefix: 64,
+                v4: Some((u32::from(Ipv4Addr::new(10, 1, 0, 0)), 16)),
+                v6: Some((
+                    u128::from(Ipv6Addr::new(0xfd00, 0x10, 0x1, 0, 0, 0, 0, 0)),
+                    64,
+                )),
             },
             pods: Pool {
-                v4_base: u32::from(Ipv4Addr::new(10, 244, 0, 0)),
-                v4_prefix: 16,
-                v6_base: u128::from(Ipv6Addr::new(0xfd00, 0x10, 0x244, 0, 0, 0, 0, 0)),
-                v6_prefix: 64,
+                v4: Some((u32::from(Ipv4Addr::new(10, 244, 0, 0)), 16)),
+                v6: Some((
+                    u128::from(Ipv6Addr::new(0xfd00, 0x10, 0x244, 0, 0, 0, 0, 0)),
+                    64,
+                )),
             },
             leases: Mutex::new(Leases::default()),
         }
@@ -379,8 +456,56 @@ impl SimEnv {
         &self.clock
     }
 
-    /// Returns the addresses of a pod that went away (its last state) to the pool;
-    /// other objects are ignored.
+    /// Learns what a watched object means for the address pools: a node's pod ranges.
+    pub fn observe(&self, object: &serde_json::Value) {
+        if !is_core(object, "Node") {
+            return;
+        }
+        let Some(name) = object.pointer("/metadata/name").and_then(|n| n.as_str()) else {
+            return;
+        };
+        let spec = object.get("spec");
+        let listed = spec
+            .and_then(|s| s.get("podCIDRs"))
+            .and_then(serde_json::Value::as_array);
+        let cidrs: Vec<&str> = match listed {
+            Some(list) => list.iter().filter_map(serde_json::Value::as_str).collect(),
+            None => spec
+                .and_then(|s| s.get("podCIDR"))
+                .and_then(serde_json::Value::as_str)
+                .into_iter()
+                .collect(),
+        };
+        let pool = Pool::of_node(&cidrs);
+        if pool.is_none() && !cidrs.is_empty() {
+            tracing::warn!(
+                node = name,
+                ?cidrs,
+                "unusable podCIDRs: the node's pods get addresses from the global range"
+            );
+        }
+        let mut leases = self.leases();
+        if leases.node_ranges.get(name).copied() == pool {
+            return;
+        }
+        self.forget_range(&mut leases, name);
+        if let Some(pool) = pool {
+            leases.node_ranges.insert(name.to_owned(), pool);
+            leases.ranges.entry(pool).or_default().nodes += 1;
+        }
+    }
+
+    fn forget_range(&self, leases: &mut Leases, node: &str) {
+        if let Some(old) = leases.node_ranges.remove(node) {
+            if let Some(range) = leases.ranges.get_mut(&old) {
+                range.nodes -= 1;
+            }
+            leases.tidy(old, self.pods);
+        }
+    }
+
+    /// Returns what an object that went away (its last state) held: a pod's addresses,
+    /// a node's pod ranges. Other objects are ignored.
     pub fn release(&self, object: &serde_json::Value) {
         let text = |p: &str| {
             object
@@ -388,9 +513,11 @@ impl SimEnv {
                 .and_then(serde_json::Value::as_str)
                 .unwrap_or("")
         };
-        if object.get("kind").and_then(serde_json::Value::as_str) != Some("Pod")
-            || text("/apiVersion") != "v1"
-        {
+        if is_core(object, "Node") {
+            self.forget_range(&mut self.leases(), text("/metadata/name"));
+            return;
+        }
+        if !is_core(object, "Pod") {
             return;
         }
         self.release_pod(&PodIpRequest {
@@ -408,13 +535,23 @@ impl SimEnv {
         self.leases().pods.len()
     }
 
-    /// Returns a pod's addresses to the pool (when the pod is deleted); the lowest freed
+    /// How many pod ranges are in use besides the global one (nodes' `podCIDRs`).
+    pub fn node_ranges(&self) -> usize {
+        let leases = self.leases();
+        leases.ranges.keys().filter(|p| **p != self.pods).count()
+    }
+
+    /// Returns a pod's addresses to its range (when the pod is deleted); the lowest freed
     /// addresses are handed out first.
     pub fn release_pod(&self, pod: &PodIpRequest<'_>) {
         if let Some(key) = PodKey::of(pod) {
             let mut leases = self.leases();
-            if let Some(index) = leases.pods.remove(&key) {
-                leases.free_pods.insert(index);
+            if let Some((pool, index)) = leases.pods.remove(&key) {
+                if let Some(range) = leases.ranges.get_mut(&pool) {
+                    range.free.insert(index);
+                    range.used -= 1;
+                }
+                leases.tidy(pool, self.pods);
             }
         }
     }
@@ -431,42 +568,50 @@ impl SimEnv {
         }
         let index = leases.next_node;
         if u128::from(index) >= self.nodes.capacity() {
-            return Err(format!("node range {} exhausted", self.nodes.describe()));
+            return Err(format!("node range {} {EXHAUSTED}", self.nodes.describe()));
         }
         leases.next_node += 1;
         leases.nodes.insert(node_name.to_owned(), index);
         Ok(index)
     }
 
-    fn pod_index(&self, key: Option<PodKey>) -> Result<u64, String> {
+    /// The range and index of a pod on `node`: the one it holds, else a free one of the
+    /// node's range (the global range when the node has none).
+    fn pod_index(&self, key: Option<PodKey>, node: &str) -> Result<(Pool, u64), String> {
         let mut leases = self.leases();
-        if let Some(index) = key.as_ref().and_then(|k| leases.pods.get(k)) {
-            return Ok(*index);
+        if let Some(held) = key.as_ref().and_then(|k| leases.pods.get(k)) {
+            return Ok(*held);
         }
-        let index = match leases.free_pods.pop_first() {
+        let pool = leases.node_ranges.get(node).copied().unwrap_or(self.pods);
+        let range = leases.ranges.entry(pool).or_default();
+        let index = match range.free.pop_first() {
             Some(index) => index,
             None => {
-                let index = leases.next_pod;
-                if u128::from(index) >= self.pods.capacity() {
-                    return Err(format!("pod range {} exhausted", self.pods.describe()));
+                let index = range.next;
+                if u128::from(index) >= pool.capacity() {
+                    let owner = if pool == self.pods {
+                        String::new()
+                    } else {
+                        format!(" of node {node}")
+                    };
+                    return Err(format!("pod range {}{owner} {EXHAUSTED}", pool.describe()));
                 }
-                leases.next_pod += 1;
+                range.next += 1;
                 index
             }
         };
         if let Some(key) = key {
-            leases.pods.insert(key, index);
+            range.used += 1;
+            leases.pods.insert(key, (pool, index));
         }
-        Ok(index)
+        Ok((pool, index))
     }
+}
 
-    fn pair(&self, pool: &Pool, index: u64) -> Vec<String> {
-        let mut ips = vec![pool.v4(index).to_string()];
-        if self.dual_stack {
-            ips.push(pool.v6(index).to_string());
-        }
-        ips
-    }
+/// Whether `object` is the core (`v1`) `kind`.
+fn is_core(object: &serde_json::Value, kind: &str) -> bool {
+    object.get("kind").and_then(serde_json::Value::as_str) == Some(kind)
+        && object.get("apiVersion").and_then(serde_json::Value::as_str) == Some("v1")
 }
 
 impl TemplateEnv for SimEnv {
@@ -489,35 +634,35 @@ impl TemplateEnv for SimEnv {
         Ok(self.node_ip.clone())
     }
     fn pod_ip(&self) -> Result<String, String> {
-        let index = self.pod_index(None)?;
-        Ok(self.pods.v4(index).to_string())
+        let (pool, index) = self.pod_index(None, "")?;
+        Ok(pool.address(index))
     }
     fn node_ip_with(&self, node_name: &str) -> Result<String, String> {
         if node_name.is_empty() {
             return self.node_ip();
         }
-        Ok(self.nodes.v4(self.node_index(node_name)?).to_string())
+        Ok(self.nodes.address(self.node_index(node_name)?))
     }
     fn node_ips_with(&self, node_name: &str) -> Result<Vec<String>, String> {
         if node_name.is_empty() {
             return Ok(vec![self.node_ip.clone()]);
         }
         let index = self.node_index(node_name)?;
-        Ok(self.pair(&self.nodes, index))
+        Ok(self.nodes.addresses(index, self.dual_stack))
     }
     fn pod_ip_with(&self, pod: &PodIpRequest<'_>) -> Result<String, String> {
         if pod.host_network {
             return self.node_ip_with(pod.node_name);
         }
-        let index = self.pod_index(PodKey::of(pod))?;
-        Ok(self.pods.v4(index).to_string())
+        let (pool, index) = self.pod_index(PodKey::of(pod), pod.node_name)?;
+        Ok(pool.address(index))
     }
     fn pod_ips_with(&self, pod: &PodIpRequest<'_>) -> Result<Vec<String>, String> {
         if pod.host_network {
             return self.node_ips_with(pod.node_name);
         }
-        let index = self.pod_index(PodKey::of(pod))?;
-        Ok(self.pair(&self.pods, index))
+        let (pool, index) = self.pod_index(PodKey::of(pod), pod.node_name)?;
+        Ok(pool.addresses(index, self.dual_stack))
     }
 }
 
@@ -684,6 +829,50 @@ mod tests {
             .with_node_cidrs("172.16.5.9/16", "fd00:1::77/64")
             .expect("valid");
         assert_eq!(env.node_ip_with("n").expect("ip"), "172.16.0.1");
+    }
+
+    #[test]
+    fn nodes_pod_cidrs_are_their_pods_ranges() {
+        let (_, env) = env();
+        let node = |name: &str, spec: serde_json::Value| {
+            serde_json::json!({"apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": name}, "spec": spec})
+        };
+        let on = |node: &'static str, uid: &'static str| PodIpRequest {
+            node_name: node,
+            ..pod(uid, uid)
+        };
+        env.observe(&node(
+            "dual",
+            serde_json::json!({"podCIDRs": ["fd00:7::/64", "10.7.0.0/24"]}),
+        ));
+        env.observe(&node("v4", serde_json::json!({"podCIDR": "10.8.0.0/30"})));
+        env.observe(&node("bad", serde_json::json!({"podCIDRs": ["nonsense"]})));
+        assert_eq!(env.node_ranges(), 2);
+        assert_eq!(
+            env.pod_ips_with(&on("dual", "a")).expect("ips"),
+            vec!["10.7.0.1".to_owned(), "fd00:7::1".to_owned()]
+        );
+        assert_eq!(
+            env.pod_ips_with(&on("v4", "b")).expect("ips"),
+            vec!["10.8.0.1".to_owned()]
+        );
+        assert_eq!(env.pod_ip_with(&on("v4", "c")).expect("ip"), "10.8.0.2");
+        let full = env
+            .pod_ip_with(&on("v4", "d"))
+            .expect_err("a /30 holds two");
+        assert!(is_exhausted(&full) && full.contains("of node v4"), "{full}");
+        assert_eq!(env.pod_ip_with(&on("bad", "e")).expect("ip"), "10.244.0.1");
+        // A node that changes its range keeps its pods' addresses; a deleted node's range
+        // is forgotten once its pods are gone.
+        env.observe(&node("v4", serde_json::json!({"podCIDR": "10.9.0.0/24"})));
+        assert_eq!(env.pod_ip_with(&on("v4", "b")).expect("ip"), "10.8.0.1");
+        assert_eq!(env.pod_ip_with(&on("v4", "f")).expect("ip"), "10.9.0.1");
+        env.release(&node("dual", serde_json::json!({})));
+        env.release_pod(&on("dual", "a"));
+        env.release_pod(&on("v4", "b"));
+        env.release_pod(&on("v4", "c"));
+        assert_eq!(env.node_ranges(), 1, "only 10.9.0.0/24 of node v4 is left");
     }
 
     #[test]

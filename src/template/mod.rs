@@ -34,7 +34,7 @@ mod value;
 
 use std::sync::Arc;
 
-pub use env::{CidrError, GoldenEnv, PodIpRequest, SimEnv, TemplateEnv};
+pub use env::{CidrError, EXHAUSTED, GoldenEnv, PodIpRequest, SimEnv, TemplateEnv, is_exhausted};
 
 use crate::yaml::YamlError;
 

@@ -407,13 +407,10 @@ async fn pod_ips_are_released_when_pods_go() {
     let set = crate::kwok_dir().join("stage/pod/fast");
     let loaded = kstage::stage::load::load(&[set], &renderer).expect("corpus readable");
     assert!(loaded.problems.is_empty(), "{:?}", loaded.problems);
-    let hook_env = env.clone();
     let config = EngineConfig {
         workers: 4,
         clock,
-        on_gone: Some(kstage::engine::GoneHook(Arc::new(move |o| {
-            hook_env.release(o)
-        }))),
+        observer: Some(env.clone()),
         ..EngineConfig::default()
     };
     let engine = Engine::new(cluster.clone(), StageSet::new(loaded.stages), config);
@@ -458,4 +455,123 @@ async fn pod_ips_are_released_when_pods_go() {
         first_ip,
         "the pool starts over at its first address"
     );
+}
+
+/// Pods take their addresses from their node's `podCIDRs` (single-stack when the node
+/// has one family), from the global range on a node without; a full node range is a
+/// render error until an address comes back; nothing stays leased once all is deleted.
+#[tokio::test(start_paused = true)]
+async fn pod_ips_come_from_their_nodes_pod_cidrs() {
+    let clock: Arc<dyn Clock> = Arc::new(TokioClock::new(start()));
+    let cluster = Arc::new(MemoryCluster::new(
+        clock.clone(),
+        Faults::new(FaultSpec::none(), 1),
+    ));
+    let env = Arc::new(SimEnv::new(clock.clone(), start(), "test"));
+    let renderer = Renderer::new(env.clone());
+    let sets = [
+        crate::kwok_dir().join("stage/node/fast"),
+        crate::kwok_dir().join("stage/pod/fast"),
+    ];
+    let loaded = kstage::stage::load::load(&sets, &renderer).expect("corpus readable");
+    assert!(loaded.problems.is_empty(), "{:?}", loaded.problems);
+    let config = EngineConfig {
+        workers: 4,
+        clock,
+        observer: Some(env.clone()),
+        ..EngineConfig::default()
+    };
+    let engine = Engine::new(cluster.clone(), StageSet::new(loaded.stages), config);
+    engine.start();
+    let node = |name: &str, spec: Value| json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}, "spec": spec});
+    cluster
+        .insert(node(
+            "node-a",
+            json!({"podCIDR": "10.10.1.0/29", "podCIDRs": ["10.10.1.0/29", "fd00:a::/120"]}),
+        ))
+        .expect("created");
+    cluster
+        .insert(node("node-b", json!({"podCIDR": "10.10.2.0/24"})))
+        .expect("created");
+    cluster.insert(node("node-c", json!({}))).expect("created");
+    let on = |name: &str, node: &str| {
+        let mut p = pod(name);
+        p["spec"]["nodeName"] = json!(node);
+        p
+    };
+    // node-a's /29 holds six pods; the seventh waits for an address.
+    let mut pods = Vec::new();
+    for i in 0..7 {
+        pods.push((format!("a-{i}"), "node-a"));
+    }
+    for i in 0..3 {
+        pods.push((format!("b-{i}"), "node-b"));
+        pods.push((format!("c-{i}"), "node-c"));
+    }
+    // Nodes first, so their ranges are known when the pods are rendered.
+    assert!(wait_until(|| env.node_ranges() == 2, Duration::from_secs(60)).await);
+    for (name, node) in &pods {
+        cluster.insert(on(name, node)).expect("created");
+    }
+    let ips = |name: &str| -> Option<Vec<String>> {
+        let p = cluster.object(&key(name))?;
+        let list = p.pointer("/status/podIPs")?.as_array()?;
+        Some(
+            list.iter()
+                .filter_map(|ip| ip["ip"].as_str().map(str::to_owned))
+                .collect(),
+        )
+    };
+    let placed = |names: &[&str]| names.iter().all(|n| running(&cluster, n));
+    let first_six: Vec<String> = (0..6).map(|i| format!("a-{i}")).collect();
+    let others: Vec<String> = (0..3)
+        .flat_map(|i| [format!("b-{i}"), format!("c-{i}")])
+        .collect();
+    let all: Vec<&str> = first_six
+        .iter()
+        .chain(&others)
+        .map(String::as_str)
+        .collect();
+    assert!(wait_until(|| placed(&all), Duration::from_secs(600)).await);
+    assert!(
+        !running(&cluster, "a-6"),
+        "the seventh pod of a /29 has no address"
+    );
+    let mut seen = std::collections::HashSet::new();
+    for name in &all {
+        let ips = ips(name).expect("podIPs");
+        assert!(seen.insert(ips[0].clone()), "{name}: {ips:?} given twice");
+        match &name[..1] {
+            "a" => {
+                assert!(ips[0].starts_with("10.10.1."), "{name}: {ips:?}");
+                assert!(ips[1].starts_with("fd00:a::"), "{name}: {ips:?}");
+            }
+            "b" => assert_eq!(ips.len(), 1, "{name}: a single-stack node: {ips:?}"),
+            _ => assert!(ips[0].starts_with("10.244."), "{name}: {ips:?}"),
+        }
+        if name.starts_with('b') {
+            assert!(ips[0].starts_with("10.10.2."), "{name}: {ips:?}");
+        }
+    }
+    // An address comes back: the waiting pod gets it on a retry.
+    let freed = ips("a-0").expect("podIPs")[0].clone();
+    cluster.user_delete(&key("a-0")).expect("deleted");
+    assert!(wait_until(|| running(&cluster, "a-6"), Duration::from_secs(3600)).await);
+    assert_eq!(ips("a-6").expect("podIPs")[0], freed);
+    for (name, _) in &pods {
+        let _ = cluster.user_delete(&key(name));
+    }
+    for n in ["node-a", "node-b", "node-c"] {
+        let node_key = ObjectKey {
+            api_version: "v1".into(),
+            kind: "Node".into(),
+            namespace: String::new(),
+            name: n.into(),
+        };
+        cluster.user_delete(&node_key).expect("deleted");
+    }
+    assert!(wait_until(|| cluster.is_empty(), Duration::from_secs(3600)).await);
+    assert_eq!(env.leased_pods(), 0, "every address came back");
+    assert_eq!(env.node_ranges(), 0, "the node ranges are forgotten");
+    engine.shutdown();
 }
