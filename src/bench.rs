@@ -484,9 +484,28 @@ where
     results.into_iter().try_for_each(|r| r.map(drop))
 }
 
-/// CPU time used by this process (user + system), from `/proc/self/stat`.
-pub fn process_cpu() -> Option<Duration> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+/// Which process [`process_cpu`] and [`peak_rss_bytes`] read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Process {
+    /// This process.
+    Current,
+    /// Another process on this machine (an engine run separately).
+    Pid(u32),
+}
+
+impl Process {
+    fn proc_file(self, name: &str) -> Option<String> {
+        let path = match self {
+            Process::Current => format!("/proc/self/{name}"),
+            Process::Pid(pid) => format!("/proc/{pid}/{name}"),
+        };
+        std::fs::read_to_string(path).ok()
+    }
+}
+
+/// CPU time used by a process (user + system), from `/proc/PID/stat`.
+pub fn process_cpu(process: Process) -> Option<Duration> {
+    let stat = process.proc_file("stat")?;
     // Fields after the command name (which may hold spaces) start at state (field 3).
     let rest = stat.rsplit_once(')')?.1;
     let fields: Vec<&str> = rest.split_whitespace().collect();
@@ -496,9 +515,9 @@ pub fn process_cpu() -> Option<Duration> {
     Some(Duration::from_millis((utime + stime) * 10))
 }
 
-/// Peak resident memory of this process, from `/proc/self/status` (`VmHWM`).
-pub fn peak_rss_bytes() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+/// Peak resident memory of a process, from `/proc/PID/status` (`VmHWM`).
+pub fn peak_rss_bytes(process: Process) -> Option<u64> {
+    let status = process.proc_file("status")?;
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kb * 1024)

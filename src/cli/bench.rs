@@ -7,7 +7,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use crate::apiserver::{ApiServer, Config};
-use crate::bench::{Lifecycle, RawPatch, lifecycle, raw_patch};
+use crate::bench::{
+    Lifecycle, Process, RawPatch, lifecycle, peak_rss_bytes, process_cpu, raw_patch,
+};
 
 /// Benchmark an API server.
 #[derive(Debug, clap::Args)]
@@ -35,6 +37,14 @@ pub struct BenchArgs {
     /// Pods to create in the lifecycle benchmark (bound to the nodes round robin).
     #[arg(long, default_value_t = 10_000)]
     pods: usize,
+    /// The engine runs elsewhere (`kstage run` in another process, a Deployment, or
+    /// another controller): only create the load and measure; no `--stages` needed.
+    #[arg(long)]
+    external: bool,
+    /// With `--external`, the engine's process on this machine: its CPU seconds and peak
+    /// RSS are read from `/proc/PID`.
+    #[arg(long, requires = "external")]
+    engine_pid: Option<u32>,
     /// Engine workers.
     #[arg(long, default_value_t = 16)]
     workers: usize,
@@ -65,10 +75,16 @@ const MAX_DURATION: Duration = Duration::from_secs(600);
 const MAX_OBJECTS: usize = 100_000;
 
 pub(super) fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
-    if !args.raw_patch && args.stages.is_empty() {
+    if !args.raw_patch && args.stages.is_empty() && !args.external {
         anyhow::bail!(
-            "nothing to measure: give --raw-patch and/or --stages PATH... (e.g. ../shared/kwok/stage/node/fast ../shared/kwok/stage/pod/fast)"
+            "nothing to measure: give --raw-patch and/or --stages PATH... (e.g. ../shared/kwok/stage/node/fast ../shared/kwok/stage/pod/fast) or --external"
         );
+    }
+    if args.external && !args.stages.is_empty() {
+        anyhow::bail!("--external measures an engine run elsewhere: leave out --stages");
+    }
+    if args.external && args.kubeconfig.is_none() {
+        anyhow::bail!("--external needs --kubeconfig: the cluster the other engine plays");
     }
     if args.duration > MAX_DURATION
         || args.timeout > MAX_DURATION
@@ -136,23 +152,32 @@ pub(super) fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             raw_rate = Some(report.per_second());
             failed |= report.errors > 0;
         }
-        if !stages.is_empty() {
-            let cluster = std::sync::Arc::new(
-                crate::cluster::client::KubeCluster::new(config).map_err(|e| anyhow::anyhow!(e.message))?,
-            );
-            let daemon = crate::daemon::Daemon::start(
-                cluster,
-                stages,
-                false,
-                renderer,
-                crate::engine::EngineConfig {
-                    workers: args.workers,
-                    clock,
-                    observer: Some(env.clone()),
-                    ..crate::engine::EngineConfig::default()
-                },
-                crate::decide::Deciders::default(),
-            );
+        if !stages.is_empty() || args.external {
+            let daemon = (!args.external).then(|| {
+                crate::cluster::client::KubeCluster::new(config)
+                    .map_err(|e| anyhow::anyhow!(e.message))
+                    .map(|cluster| {
+                        crate::daemon::Daemon::start(
+                            std::sync::Arc::new(cluster),
+                            stages,
+                            false,
+                            renderer,
+                            crate::engine::EngineConfig {
+                                workers: args.workers,
+                                clock,
+                                observer: Some(env.clone()),
+                                ..crate::engine::EngineConfig::default()
+                            },
+                            crate::decide::Deciders::default(),
+                        )
+                    })
+            });
+            let daemon = daemon.transpose()?;
+            let process = match args.engine_pid {
+                Some(pid) => Some(Process::Pid(pid)),
+                None if args.external => None,
+                None => Some(Process::Current),
+            };
             let spec = Lifecycle {
                 nodes: args.nodes,
                 pods: args.pods,
@@ -161,31 +186,55 @@ pub(super) fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
                 namespace: args.namespace.clone(),
             };
             eprintln!(
-                "kstage bench: {} nodes and {} pods against {target}{}, {} concurrent creates",
+                "kstage bench: {} nodes and {} pods against {target}{}, {} concurrent creates{}",
                 spec.nodes,
                 spec.pods,
                 if server.is_some() { " (embedded)" } else { "" },
-                spec.concurrency
+                spec.concurrency,
+                if args.external { ", engine run elsewhere" } else { "" },
             );
-            let cpu_before = crate::bench::process_cpu().unwrap_or_default();
-            let writes_before = crate::engine::Metrics::get(&daemon.engine().metrics().writes);
+            let cpu = || process.and_then(process_cpu).unwrap_or_default();
+            let writes = || daemon.as_ref().map(|d| crate::engine::Metrics::get(&d.engine().metrics().writes));
+            let cpu_before = cpu();
+            let writes_before = writes();
             let report = lifecycle(client, &spec, |line| {
                 eprint!("\r  {line}        ");
                 let _ = std::io::stderr().flush();
             })
             .await;
             eprintln!();
-            let cpu = crate::bench::process_cpu().unwrap_or_default().saturating_sub(cpu_before);
-            let writes = crate::engine::Metrics::get(&daemon.engine().metrics().writes) - writes_before;
-            daemon.shutdown();
+            let cpu = cpu().saturating_sub(cpu_before);
+            let writes = writes().zip(writes_before).map(|(after, before)| after - before);
+            if let Some(daemon) = daemon {
+                daemon.shutdown();
+            }
             let report = report?;
             let busy = report.pods_running + report.deleted;
-            let rate = writes as f64 / busy.as_secs_f64().max(1e-9);
-            let ratio = raw_rate.map_or_else(String::new, |raw| {
-                format!(" = {:.0}% of the raw PATCH rate", 100.0 * rate / raw)
-            });
+            let engine = match writes {
+                Some(writes) => {
+                    let rate = writes as f64 / busy.as_secs_f64().max(1e-9);
+                    let ratio = raw_rate.map_or_else(String::new, |raw| {
+                        format!(" = {:.0}% of the raw PATCH rate", 100.0 * rate / raw)
+                    });
+                    format!("{writes} writes, {rate:.0} writes/s{ratio}; ")
+                }
+                None => String::new(),
+            };
+            let usage = match process {
+                Some(process) => format!(
+                    "process CPU {:.1} s, peak RSS {:.0} MB{}",
+                    cpu.as_secs_f64(),
+                    peak_rss_bytes(process).unwrap_or(0) as f64 / 1e6,
+                    match (process, server.is_some()) {
+                        (Process::Pid(pid), _) => format!(" (process {pid})"),
+                        (Process::Current, true) => " (engine, embedded API server and load generator together)".to_owned(),
+                        (Process::Current, false) => " (engine and load generator together)".to_owned(),
+                    }
+                ),
+                None => "not measured (give --engine-pid)".to_owned(),
+            };
             super::print(&format!(
-                "lifecycle: {} nodes Ready in {:.2} s, {} pods Running in {:.2} s (create to Running p50 {:.0} ms, p99 {:.0} ms), deleted in {:.2} s\n  engine: {writes} writes, {rate:.0} writes/s{ratio}; process CPU {:.1} s, peak RSS {:.0} MB{}\n",
+                "lifecycle: {} nodes Ready in {:.2} s, {} pods Running in {:.2} s (create to Running p50 {:.0} ms, p99 {:.0} ms), deleted in {:.2} s\n  engine: {engine}{usage}\n",
                 spec.nodes,
                 report.nodes_ready.as_secs_f64(),
                 spec.pods,
@@ -193,9 +242,6 @@ pub(super) fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
                 report.p50.as_secs_f64() * 1e3,
                 report.p99.as_secs_f64() * 1e3,
                 report.deleted.as_secs_f64(),
-                cpu.as_secs_f64(),
-                crate::bench::peak_rss_bytes().unwrap_or(0) as f64 / 1e6,
-                if server.is_some() { " (engine, embedded API server and load generator together)" } else { "" },
             ))?;
         }
         drop(server);
