@@ -274,14 +274,14 @@ fn events(
                     None
                 }
                 Ok(watcher::Event::InitApply(o)) => {
-                    relist.push(Arc::new(to_value(&o)));
+                    relist.push(Arc::new(to_value(o)));
                     None
                 }
                 Ok(watcher::Event::InitDone) => {
                     Some(WatchEvent::Restarted(std::mem::take(&mut relist)))
                 }
-                Ok(watcher::Event::Apply(o)) => Some(WatchEvent::Applied(Arc::new(to_value(&o)))),
-                Ok(watcher::Event::Delete(o)) => Some(WatchEvent::Deleted(Arc::new(to_value(&o)))),
+                Ok(watcher::Event::Apply(o)) => Some(WatchEvent::Applied(Arc::new(to_value(o)))),
+                Ok(watcher::Event::Delete(o)) => Some(WatchEvent::Deleted(Arc::new(to_value(o)))),
             };
             std::future::ready(out)
         })
@@ -405,7 +405,10 @@ fn select_nodes(selection: &ManagedNodes, event: WatchEvent) -> WatchEvent {
     }
 }
 
-fn to_value(object: &DynamicObject) -> Value {
+/// The object as the engine holds it, without `metadata.managedFields`: no Stage reads
+/// them, and on a real API server they are often the larger half of an object's metadata.
+fn to_value(mut object: DynamicObject) -> Value {
+    object.metadata.managed_fields = None;
     serde_json::to_value(object).unwrap_or(Value::Null)
 }
 
@@ -505,7 +508,7 @@ impl Cluster for KubeCluster {
     async fn get(&self, key: &ObjectKey) -> Result<Arc<Value>, ClusterError> {
         let api = self.api(key, None).await?;
         let o = api.get(&key.name).await.map_err(|e| from_kube(&e))?;
-        Ok(Arc::new(to_value(&o)))
+        Ok(Arc::new(to_value(o)))
     }
 
     async fn create(&self, object: Value) -> Result<Arc<Value>, ClusterError> {
@@ -515,7 +518,7 @@ impl Cluster for KubeCluster {
             .create(&PostParams::default(), &to_object(object)?)
             .await
             .map_err(|e| from_kube(&e))?;
-        Ok(Arc::new(to_value(&o)))
+        Ok(Arc::new(to_value(o)))
     }
 
     fn patch(
@@ -536,7 +539,7 @@ impl Cluster for KubeCluster {
                 None => api.patch(&key.name, &params, &body).await,
             }
             .map_err(|e| from_kube(&e))?;
-            Ok(Arc::new(to_value(&o)))
+            Ok(Arc::new(to_value(o)))
         }
     }
 
@@ -579,7 +582,7 @@ impl Cluster for KubeCluster {
         // A pod is answered with its last state even when it is gone: only one still
         // marked for deletion is reported as remaining.
         Ok(deleted.left().and_then(|o| {
-            let v = to_value(&o);
+            let v = to_value(o);
             v.pointer("/metadata/deletionTimestamp")
                 .is_some()
                 .then(|| Arc::new(v))

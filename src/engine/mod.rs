@@ -137,8 +137,9 @@ struct Busy {
 
 /// The newest version seen of an object. Held weakly when the cluster keeps every
 /// object it reports (the in-memory store: then it can write an object's next version
-/// without copying it, being its only holder), strongly otherwise (a remote API server:
-/// the engine's copy is the only one in this process).
+/// without copying it, being its only holder), packed otherwise (a remote API server:
+/// the engine's copy is the only one in this process, and a parsed object takes ~8 times
+/// the memory of its compact JSON: 100,000 pods would need a gigabyte).
 #[derive(Debug)]
 struct Seen {
     resource_version: Option<String>,
@@ -148,14 +149,56 @@ struct Seen {
 #[derive(Debug)]
 enum Held {
     Weak(Weak<Value>),
-    Strong(Arc<Value>),
+    /// Compact JSON, parsed again when a Stage needs the object.
+    Packed(Arc<[u8]>),
 }
 
 impl Held {
+    /// The object (parsed again when packed).
     fn upgrade(&self) -> Option<Arc<Value>> {
         match self {
             Held::Weak(w) => w.upgrade(),
-            Held::Strong(s) => Some(s.clone()),
+            Held::Packed(bytes) => unpack(bytes),
+        }
+    }
+}
+
+fn unpack(bytes: &[u8]) -> Option<Arc<Value>> {
+    match serde_json::from_slice(bytes) {
+        Ok(value) => Some(Arc::new(value)),
+        Err(e) => {
+            // Written by `serde_json::to_vec` of a `Value`: cannot fail.
+            tracing::error!(error = %e, "a packed object does not parse");
+            None
+        }
+    }
+}
+
+impl Seen {
+    /// The object, taking `same` (a copy the caller holds) when it is this version; a
+    /// packed one is parsed by [`Latest::get`], after the caller let go of its lock.
+    fn latest(&self, same: &Arc<Value>) -> Latest {
+        match &self.object {
+            Held::Packed(_) if self.resource_version.as_deref() == resource_version(same) => {
+                Latest::Object(Some(same.clone()))
+            }
+            Held::Packed(bytes) => Latest::Packed(bytes.clone()),
+            Held::Weak(w) => Latest::Object(w.upgrade()),
+        }
+    }
+}
+
+/// An object's newest version, maybe still packed.
+enum Latest {
+    Object(Option<Arc<Value>>),
+    Packed(Arc<[u8]>),
+}
+
+impl Latest {
+    fn get(self) -> Option<Arc<Value>> {
+        match self {
+            Latest::Object(object) => object,
+            Latest::Packed(bytes) => unpack(&bytes),
         }
     }
 }
@@ -198,6 +241,8 @@ pub struct Engine<C: Cluster> {
     metrics: Metrics,
     journal: Option<Arc<Journal>>,
     observer: Option<Arc<dyn Observer>>,
+    /// The object of a queued job whose object is packed in `keys` (see `schedule`).
+    vacant: Arc<Value>,
     /// Watch events handled, so a driver can tell when the engine has caught up.
     observed: AtomicU64,
 }
@@ -245,6 +290,7 @@ impl<C: Cluster> Engine<C> {
             metrics: Metrics::default(),
             journal: config.journal,
             observer: config.observer,
+            vacant: Arc::new(Value::Null),
             observed: AtomicU64::new(0),
         })
     }
@@ -422,7 +468,8 @@ impl<C: Cluster> Engine<C> {
             object: if self.cluster.keeps_objects() {
                 Held::Weak(Arc::downgrade(&object))
             } else {
-                Held::Strong(object.clone())
+                // Serialising a `Value` cannot fail (its keys are strings).
+                Held::Packed(serde_json::to_vec(&*object).unwrap_or_default().into())
             },
         };
         keys.latest.insert(key.clone(), seen);
@@ -460,9 +507,20 @@ impl<C: Cluster> Engine<C> {
             self.queue.cancel(&key);
             return;
         };
+        // A packed object is parsed again when the job plays: a queued job does not keep
+        // its own parsed copy (100,000 pods marked for deletion at once would need a
+        // gigabyte).
+        let packed = keys.latest.get(&key).is_some_and(|seen| {
+            matches!(seen.object, Held::Packed(_))
+                && seen.resource_version.as_deref() == resource_version(object)
+        });
         let job = Job {
             key: key.clone(),
-            object: object.clone(),
+            object: if packed {
+                self.vacant.clone()
+            } else {
+                object.clone()
+            },
             stage,
             step: 0,
             attempt: 0,
@@ -496,7 +554,8 @@ impl<C: Cluster> Engine<C> {
             let latest = lock(&self.keys)
                 .latest
                 .get(&key)
-                .map(|seen| seen.object.upgrade().unwrap_or_else(|| job.object.clone()));
+                .map(|seen| seen.latest(&job.object));
+            let latest = latest.map(|l| l.get().unwrap_or_else(|| job.object.clone()));
             let Some(latest) = latest else {
                 Metrics::bump(&self.metrics.stale);
                 self.finish(&key, Outcome::Gone);
