@@ -13,7 +13,7 @@ use serde_json::Value;
 use crate::apiserver::{ApiServer, Config};
 use crate::clock::{Clock, SystemClock};
 use crate::cluster::client::KubeCluster;
-use crate::cluster::managed::ManagedNodes;
+use crate::cluster::managed::{ManagedNodes, ObjectSelectors};
 use crate::daemon::Daemon;
 use crate::engine::EngineConfig;
 use crate::stage::Stage;
@@ -65,6 +65,10 @@ pub struct RunArgs {
     /// Manage every node and every pod (the default).
     #[arg(long, group = "nodes")]
     manage_all_nodes: bool,
+    /// Play only the objects of a kind with these labels: `KIND[.GROUP]=SELECTOR`
+    /// (`Deployment.apps=app=web`; repeatable; pods keep their node selection too).
+    #[arg(long = "object-selector", value_name = "KIND[.GROUP]=SELECTOR")]
+    object_selectors: Vec<String>,
     /// Requests per second to the API server (watches excepted); 0: unlimited (default,
     /// as KWOK).
     #[arg(long, default_value_t = 0.0)]
@@ -97,6 +101,16 @@ impl RunArgs {
             ManagedNodes::All
         };
         Ok(managed)
+    }
+
+    fn object_selectors(&self) -> anyhow::Result<ObjectSelectors> {
+        let mut selectors = ObjectSelectors::default();
+        for text in &self.object_selectors {
+            selectors
+                .add(text)
+                .map_err(|e| anyhow::anyhow!("--object-selector {e}"))?;
+        }
+        Ok(selectors)
     }
 }
 
@@ -299,10 +313,12 @@ pub(super) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     runtime.block_on(async {
         let config = client_config(args.kubeconfig.as_deref()).await?;
         let managed = args.managed_nodes()?;
+        let objects = args.object_selectors()?;
         let server = config.cluster_url.to_string();
         let mut cluster = KubeCluster::new(config.clone())
             .map_err(|e| anyhow::anyhow!(e.message))?
             .with_managed_nodes(managed)
+            .with_object_selectors(objects)
             .with_rate_limit(args.qps, args.burst);
         if args.node_leases {
             let identity = args.identity.clone().unwrap_or_else(default_identity);

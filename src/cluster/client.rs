@@ -24,7 +24,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::managed::{ManagedNodes, PodGate};
+use super::managed::{ManagedNodes, ObjectSelectors, PodGate};
 use super::throttle::Throttle;
 use super::{Cluster, ClusterError, EventRequest, ObjectKey, PatchRequest, WatchEvent};
 use crate::patch::PatchType;
@@ -45,6 +45,7 @@ pub struct KubeCluster {
     resources: Arc<Mutex<HashMap<(String, String), Resolved>>>,
     impersonated: Arc<Mutex<HashMap<String, kube::Client>>>,
     managed: ManagedNodes,
+    objects: Arc<ObjectSelectors>,
     throttle: Option<Arc<Throttle>>,
     held: Option<crate::lease::Held>,
 }
@@ -68,6 +69,7 @@ impl KubeCluster {
             resources: Arc::default(),
             impersonated: Arc::default(),
             managed: ManagedNodes::All,
+            objects: Arc::default(),
             throttle: None,
             held: None,
         })
@@ -100,6 +102,12 @@ impl KubeCluster {
     /// of 0 means no limit (the default).
     pub fn with_rate_limit(mut self, qps: f64, burst: u32) -> Self {
         self.throttle = Throttle::new(qps, burst).map(Arc::new);
+        self
+    }
+
+    /// Narrow the objects of some kinds by label (applied by the server; default: all).
+    pub fn with_object_selectors(mut self, objects: ObjectSelectors) -> Self {
+        self.objects = Arc::new(objects);
         self
     }
 
@@ -456,6 +464,10 @@ impl Cluster for KubeCluster {
             };
             let core = |kind: &str| resource.api_group == "v1" && resource.kind == kind;
             let selection = cluster.managed.clone();
+            let mut object_config = watcher::Config::default();
+            if let Some(labels) = cluster.objects.labels(&resource.api_group, &resource.kind) {
+                object_config = object_config.labels(labels);
+            }
             let stream: BoxStream<'static, WatchEvent> = if core("Node") {
                 let selection = selection.clone();
                 events(api, node_config(&selection))
@@ -466,7 +478,7 @@ impl Cluster for KubeCluster {
                     return;
                 };
                 let nodes = events(node_api, node_config(&selection)).map(Side::Node);
-                let pods = events(api, watcher::Config::default()).map(Side::Pod);
+                let pods = events(api, object_config).map(Side::Pod);
                 let mut gate = PodGate::default();
                 let selection = selection.clone();
                 futures_util::stream::select(nodes, pods)
@@ -483,7 +495,7 @@ impl Cluster for KubeCluster {
                     })
                     .boxed()
             } else {
-                let mut config = watcher::Config::default();
+                let mut config = object_config;
                 if core("Pod")
                     && let Some(fields) = selection.pod_fields()
                 {

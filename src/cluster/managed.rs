@@ -8,6 +8,9 @@
 //! them when their node becomes managed, so none is missed. With all nodes managed, every
 //! pod is (as before any selection existed; unscheduled pods included, so Stages can
 //! bind them).
+//!
+//! Other kinds are managed as their Stages' `resourceRef` names them, optionally narrowed
+//! by a label selector per kind ([`ObjectSelectors`], applied by the server).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -172,6 +175,68 @@ impl PodGate {
     }
 }
 
+/// Label selectors narrowing the objects of some kinds (`--object-selector
+/// KIND[.GROUP]=SELECTOR`); kinds without one are watched whole.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ObjectSelectors(Vec<ObjectSelector>);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ObjectSelector {
+    kind: String,
+    /// The API group (`""` for the core group); `None` matches any group.
+    group: Option<String>,
+    labels: String,
+}
+
+impl ObjectSelectors {
+    /// Parses `KIND[.GROUP]=SELECTOR` (`Deployment.apps=app=web`, `Pod=tier in (a,b)`,
+    /// `ConfigMap.=x`: a trailing dot is the core group). Nodes have their own flags.
+    ///
+    /// # Errors
+    /// The text and what is wrong with it.
+    pub fn add(&mut self, text: &str) -> Result<(), String> {
+        let (target, labels) = text
+            .split_once('=')
+            .ok_or_else(|| format!("{text:?}: expected KIND[.GROUP]=SELECTOR"))?;
+        let (kind, group) = match target.split_once('.') {
+            Some((kind, group)) => (kind, Some(group.to_owned())),
+            None => (target, None),
+        };
+        if kind.is_empty() || !kind.chars().all(|c| c.is_ascii_alphanumeric()) {
+            return Err(format!(
+                "{text:?}: {kind:?} is not a kind (e.g. Deployment.apps)"
+            ));
+        }
+        if kind == "Node" && group.as_deref().is_none_or(str::is_empty) {
+            return Err(format!(
+                "{text:?}: nodes are selected with --manage-nodes-with-label-selector"
+            ));
+        }
+        LabelSelector::parse(labels).map_err(|e| format!("{text:?}: {e}"))?;
+        let overlaps = |s: &ObjectSelector| {
+            s.kind == kind && (s.group.is_none() || group.is_none() || s.group == group)
+        };
+        if self.0.iter().any(overlaps) {
+            return Err(format!("{text:?}: a second selector for the same kind"));
+        }
+        self.0.push(ObjectSelector {
+            kind: kind.to_owned(),
+            group,
+            labels: labels.to_owned(),
+        });
+        Ok(())
+    }
+
+    /// The label selector of the objects of `kind` in `api_version` (`apps/v1`, `v1`).
+    pub fn labels(&self, api_version: &str, kind: &str) -> Option<&str> {
+        let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+        self.0
+            .iter()
+            .find(|s| s.kind == kind && s.group.as_deref().is_none_or(|g| g == group))
+            .map(|s| s.labels.as_str())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -257,5 +322,34 @@ mod tests {
         assert!(ManagedNodes::labels("a in b").is_err());
         assert!(ManagedNodes::annotations("a in b").is_err());
         assert!(ManagedNodes::All.node_matches(&node("x", "y")));
+    }
+
+    #[test]
+    fn object_selectors_parse_and_match_kind_and_group() {
+        let mut sel = ObjectSelectors::default();
+        sel.add("Deployment.apps=app=web,tier!=db").expect("valid");
+        sel.add("ConfigMap.=kstage.dev/play").expect("valid");
+        sel.add("Widget=size in (s,m)").expect("valid");
+        assert_eq!(
+            sel.labels("apps/v1", "Deployment"),
+            Some("app=web,tier!=db")
+        );
+        assert_eq!(sel.labels("extensions/v1beta1", "Deployment"), None);
+        assert_eq!(sel.labels("v1", "ConfigMap"), Some("kstage.dev/play"));
+        assert_eq!(
+            sel.labels("example.com/v1", "Widget"),
+            Some("size in (s,m)")
+        );
+        assert_eq!(sel.labels("v1", "Pod"), None);
+        for bad in [
+            "Deployment",
+            "=app=web",
+            "Deploy ment=app",
+            "Node=role=x",
+            "Widget=a in",
+            "Widget.example.com=a",
+        ] {
+            assert!(sel.add(bad).is_err(), "{bad}");
+        }
     }
 }

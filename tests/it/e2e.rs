@@ -703,3 +703,101 @@ async fn two_replicas_share_nodes_through_leases() {
     assert!(took <= duration + duration / 2, "took over in {took:?}");
     survivor.shutdown();
 }
+
+/// `--object-selector`: only the ConfigMaps with the label are played (the server filters
+/// the watch); one labelled later is played then.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_selector_narrows_other_kinds() {
+    use kstage::cluster::managed::ObjectSelectors;
+    let server = ApiServer::start(Config::default()).await.expect("server");
+    let mut selectors = ObjectSelectors::default();
+    selectors.add("ConfigMap=play=yes").expect("selector");
+    let cluster = KubeCluster::new(kube_config(&server).await)
+        .expect("cluster")
+        .with_object_selectors(selectors);
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let renderer = Renderer::new(Arc::new(SimEnv::new(clock.clone(), Utc::now(), "e2e")));
+    let stage = r#"
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata: {name: configmap-played}
+spec:
+  resourceRef: {apiGroup: v1, kind: ConfigMap}
+  selector:
+    matchExpressions:
+    - {key: .data.played, operator: DoesNotExist}
+  next:
+    patches:
+    - type: merge
+      template: '{"data": {"played": "yes"}}'
+"#;
+    let loaded = kstage::stage::load::load_str(stage, &renderer).expect("stage");
+    assert!(loaded.problems.is_empty(), "{:?}", loaded.problems);
+    let config = EngineConfig {
+        workers: 2,
+        clock,
+        ..EngineConfig::default()
+    };
+    let engine = Engine::new(Arc::new(cluster), StageSet::new(loaded.stages), config);
+    let tasks = engine.start();
+    let state = &server.server().state;
+    for i in 0..6 {
+        let labels = if i % 2 == 0 {
+            json!({"play": "yes"})
+        } else {
+            json!({})
+        };
+        state
+            .create(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": format!("cm-{i}"), "namespace": "default", "labels": labels},
+                "data": {"n": i.to_string()}}))
+            .expect("configmap");
+    }
+    let played = |c: &Value| c.pointer("/data/played") == Some(&json!("yes"));
+    let labelled = |c: &Value| c.pointer("/metadata/labels/play") == Some(&json!("yes"));
+    wait_for(
+        state,
+        "v1",
+        "ConfigMap",
+        "the labelled ConfigMaps played",
+        |all| all.iter().filter(|c| played(c)).count() == 3,
+        |c| !labelled(c) || played(c),
+    )
+    .await;
+    let resource = state.resource_of("v1", "ConfigMap").expect("configmaps");
+    let all = state
+        .list(&resource, Some("default"), None, 0, None, |_| true)
+        .expect("list")
+        .items;
+    assert!(
+        all.iter().filter(|c| !labelled(c)).all(|c| !played(c)),
+        "ConfigMaps without the label are left alone"
+    );
+    let key = ObjectKey {
+        api_version: "v1".into(),
+        kind: "ConfigMap".into(),
+        namespace: "default".into(),
+        name: "cm-1".into(),
+    };
+    state
+        .patch(
+            &key,
+            kstage::patch::PatchType::Merge,
+            None,
+            json!({"metadata": {"labels": {"play": "yes"}}}),
+        )
+        .expect("labelled");
+    wait_for(
+        state,
+        "v1",
+        "ConfigMap",
+        "the newly labelled ConfigMap played",
+        |all| all.iter().filter(|c| played(c)).count() == 4,
+        |c| !labelled(c) || played(c),
+    )
+    .await;
+    engine.shutdown();
+    for t in tasks {
+        t.abort();
+    }
+}
