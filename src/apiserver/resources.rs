@@ -138,6 +138,52 @@ const BUILTINS: &[Builtin] = &[
         &[],
         false,
     ),
+    // Stored only (no controller acts on them), so `kubectl apply -f deploy/` works.
+    (
+        "apps",
+        "v1",
+        "deployments",
+        "Deployment",
+        true,
+        &["deploy"],
+        true,
+    ),
+    (
+        "rbac.authorization.k8s.io",
+        "v1",
+        "clusterroles",
+        "ClusterRole",
+        false,
+        &[],
+        false,
+    ),
+    (
+        "rbac.authorization.k8s.io",
+        "v1",
+        "clusterrolebindings",
+        "ClusterRoleBinding",
+        false,
+        &[],
+        false,
+    ),
+    (
+        "rbac.authorization.k8s.io",
+        "v1",
+        "roles",
+        "Role",
+        true,
+        &[],
+        false,
+    ),
+    (
+        "rbac.authorization.k8s.io",
+        "v1",
+        "rolebindings",
+        "RoleBinding",
+        true,
+        &[],
+        false,
+    ),
     (
         "apiextensions.k8s.io",
         "v1",
@@ -527,7 +573,7 @@ mod tests {
             .collect();
         assert!(names.contains(&"pods/status") && names.contains(&"nodes"));
         assert!(!names.contains(&"configmaps/status"));
-        assert!(r.resource_list("apps", "v1").is_none());
+        assert!(r.resource_list("batch", "v1").is_none());
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::process::Command;
 
 use kstage::apiserver::{ApiServer, Config};
 
-fn kubectl_present() -> bool {
+pub fn kubectl_present() -> bool {
     Command::new("kubectl")
         .args(["version", "--client"])
         .output()
