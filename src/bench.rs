@@ -196,6 +196,9 @@ pub struct LifecycleReport {
     pub p99: Duration,
     /// From the deletion request until every pod was gone.
     pub deleted: Duration,
+    /// From the first creation until `start_engine` was called (after the last
+    /// creation).
+    pub engine_started: Duration,
 }
 
 /// Why [`lifecycle`] failed.
@@ -224,10 +227,13 @@ struct Seen {
 }
 
 /// Create nodes and pods, and time them until Ready and Running, then delete the pods
-/// and time them until gone. `progress` gets a line about once a second.
+/// and time them until gone. `start_engine` is called once every object is created (to
+/// measure an engine that starts with all of them waiting; a no-op when it runs
+/// already). `progress` gets a line about once a second.
 pub async fn lifecycle(
     client: Client,
     spec: &Lifecycle,
+    start_engine: impl FnOnce() + Send,
     progress: impl Fn(&str) + Send + Sync + 'static,
 ) -> Result<LifecycleReport, LifecycleError> {
     use futures_util::StreamExt as _;
@@ -300,7 +306,16 @@ pub async fn lifecycle(
             })
     };
     let watches = [tokio::spawn(node_watch), tokio::spawn(pod_watch)];
-    let result = lifecycle_run(&nodes_api, &pods_api, spec, &seen, &changed, &progress).await;
+    let result = lifecycle_run(
+        &nodes_api,
+        &pods_api,
+        spec,
+        &seen,
+        &changed,
+        start_engine,
+        &progress,
+    )
+    .await;
     for w in watches {
         w.abort();
     }
@@ -321,6 +336,7 @@ async fn lifecycle_run(
     spec: &Lifecycle,
     seen: &std::sync::Mutex<Seen>,
     changed: &tokio::sync::Notify,
+    start_engine: impl FnOnce(),
     progress: &(impl Fn(&str) + Send + Sync),
 ) -> Result<LifecycleReport, LifecycleError> {
     let snapshot = |f: &dyn Fn(&Seen) -> usize| {
@@ -352,6 +368,8 @@ async fn lifecycle_run(
             .insert(name.to_owned(), Instant::now());
     })
     .await?;
+    let engine_started = start.elapsed();
+    start_engine();
     let mut last_report = Instant::now();
     loop {
         let ready = snapshot(&|s| s.ready_nodes.len());
@@ -437,6 +455,7 @@ async fn lifecycle_run(
         p50,
         p99,
         deleted: deleting.elapsed(),
+        engine_started,
     })
 }
 

@@ -37,6 +37,11 @@ pub struct BenchArgs {
     /// Pods to create in the lifecycle benchmark (bound to the nodes round robin).
     #[arg(long, default_value_t = 10_000)]
     pods: usize,
+    /// Start the engine once every node and pod is created, so the lifecycle measures the
+    /// engine's throughput rather than the load generator's (the figure to compare with
+    /// `--raw-patch`); times are still from the first creation.
+    #[arg(long, conflicts_with = "external")]
+    backlog: bool,
     /// The engine runs elsewhere (`kstage run` in another process, a Deployment, or
     /// another controller): only create the load and measure; no `--stages` needed.
     #[arg(long)]
@@ -153,26 +158,41 @@ pub(super) fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             failed |= report.errors > 0;
         }
         if !stages.is_empty() || args.external {
-            let daemon = (!args.external).then(|| {
-                crate::cluster::client::KubeCluster::new(config)
-                    .map_err(|e| anyhow::anyhow!(e.message))
-                    .map(|cluster| {
-                        crate::daemon::Daemon::start(
-                            std::sync::Arc::new(cluster),
-                            stages,
-                            false,
-                            renderer,
-                            crate::engine::EngineConfig {
-                                workers: args.workers,
-                                clock,
-                                observer: Some(env.clone()),
-                                ..crate::engine::EngineConfig::default()
-                            },
-                            crate::decide::Deciders::default(),
-                        )
-                    })
-            });
-            let daemon = daemon.transpose()?;
+            let cluster = if args.external {
+                None
+            } else {
+                Some(
+                    crate::cluster::client::KubeCluster::new(config)
+                        .map_err(|e| anyhow::anyhow!(e.message))?,
+                )
+            };
+            let engine_config = crate::engine::EngineConfig {
+                workers: args.workers,
+                clock,
+                observer: Some(env.clone()),
+                ..crate::engine::EngineConfig::default()
+            };
+            let daemon = std::sync::Mutex::new(None);
+            let start = || {
+                if let Some(cluster) = cluster {
+                    let started = crate::daemon::Daemon::start(
+                        std::sync::Arc::new(cluster),
+                        stages,
+                        false,
+                        renderer,
+                        engine_config,
+                        crate::decide::Deciders::default(),
+                    );
+                    *daemon.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(started);
+                }
+            };
+            // With --backlog the engine starts once every object is created.
+            let mut start = Some(start);
+            if !args.backlog
+                && let Some(start) = start.take()
+            {
+                start();
+            }
             let process = match args.engine_pid {
                 Some(pid) => Some(Process::Pid(pid)),
                 None if args.external => None,
@@ -194,22 +214,46 @@ pub(super) fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
                 if args.external { ", engine run elsewhere" } else { "" },
             );
             let cpu = || process.and_then(process_cpu).unwrap_or_default();
-            let writes = || daemon.as_ref().map(|d| crate::engine::Metrics::get(&d.engine().metrics().writes));
+            let writes = || {
+                daemon
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .as_ref()
+                    .map(|d| crate::engine::Metrics::get(&d.engine().metrics().writes))
+            };
             let cpu_before = cpu();
-            let writes_before = writes();
-            let report = lifecycle(client, &spec, |line| {
-                eprint!("\r  {line}        ");
-                let _ = std::io::stderr().flush();
-            })
+            let writes_before = writes().unwrap_or(0);
+            let report = lifecycle(
+                client,
+                &spec,
+                || {
+                    if let Some(start) = start {
+                        start();
+                    }
+                },
+                |line| {
+                    eprint!("\r  {line}        ");
+                    let _ = std::io::stderr().flush();
+                },
+            )
             .await;
             eprintln!();
             let cpu = cpu().saturating_sub(cpu_before);
-            let writes = writes().zip(writes_before).map(|(after, before)| after - before);
-            if let Some(daemon) = daemon {
+            let writes = writes().map(|after| after - writes_before);
+            if let Some(daemon) = daemon
+                .into_inner()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+            {
                 daemon.shutdown();
             }
             let report = report?;
-            let busy = report.pods_running + report.deleted;
+            // The engine's busy time: from its start (all objects waiting with
+            // --backlog) until all pods Running, and the deletion.
+            let busy = report.pods_running.saturating_sub(if args.backlog {
+                report.engine_started
+            } else {
+                Duration::ZERO
+            }) + report.deleted;
             let engine = match writes {
                 Some(writes) => {
                     let rate = writes as f64 / busy.as_secs_f64().max(1e-9);
@@ -234,7 +278,7 @@ pub(super) fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
                 None => "not measured (give --engine-pid)".to_owned(),
             };
             super::print(&format!(
-                "lifecycle: {} nodes Ready in {:.2} s, {} pods Running in {:.2} s (create to Running p50 {:.0} ms, p99 {:.0} ms), deleted in {:.2} s\n  engine: {engine}{usage}\n",
+                "lifecycle: {} nodes Ready in {:.2} s, {} pods Running in {:.2} s (create to Running p50 {:.0} ms, p99 {:.0} ms), deleted in {:.2} s{}\n  engine: {engine}{usage}\n",
                 spec.nodes,
                 report.nodes_ready.as_secs_f64(),
                 spec.pods,
@@ -242,6 +286,14 @@ pub(super) fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
                 report.p50.as_secs_f64() * 1e3,
                 report.p99.as_secs_f64() * 1e3,
                 report.deleted.as_secs_f64(),
+                if args.backlog {
+                    format!(
+                        "; the engine started after the last creation, at {:.2} s",
+                        report.engine_started.as_secs_f64()
+                    )
+                } else {
+                    String::new()
+                },
             ))?;
         }
         drop(server);

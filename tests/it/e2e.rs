@@ -434,19 +434,24 @@ fn kstage_up_plays_stages_through_a_plugin() {
     );
 }
 
-/// The lifecycle benchmark with the engine playing KWOK's fast Stages: every pod runs,
-/// the deletion completes, and the cluster is left as it was.
+/// The lifecycle benchmark with the engine playing KWOK's fast Stages, started once every
+/// object is created: every pod runs, the deletion completes, and the cluster is left as
+/// it was.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_lifecycle_benchmark_measures_and_cleans_up() {
     let server = ApiServer::start(Config::default()).await.expect("server");
     let config = kube_config(&server).await;
-    let (engine, tasks) = start_engine(
-        &server,
-        &["stage/node/fast", "stage/pod/fast"],
-        8,
-        Default::default(),
-    )
-    .await;
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let engine = Engine::new(
+        Arc::new(KubeCluster::new(config.clone()).expect("cluster")),
+        stage_set(clock.clone(), &["stage/node/fast", "stage/pod/fast"]),
+        EngineConfig {
+            workers: 8,
+            clock,
+            ..EngineConfig::default()
+        },
+    );
+    let tasks = std::sync::Mutex::new(Vec::new());
     let spec = kstage::bench::Lifecycle {
         nodes: 10,
         pods: 50,
@@ -457,11 +462,16 @@ async fn the_lifecycle_benchmark_measures_and_cleans_up() {
     let report = kstage::bench::lifecycle(
         kube::Client::try_from(config).expect("client"),
         &spec,
+        || *tasks.lock().expect("tasks") = engine.start(),
         |_| {},
     )
     .await
     .expect("benchmark");
     assert!(report.nodes_ready <= report.pods_running + Duration::from_secs(60));
+    assert!(
+        report.engine_started <= report.nodes_ready,
+        "nothing played before the engine started: {report:?}"
+    );
     assert!(
         report.p50 <= report.p99 && report.p99 <= report.pods_running,
         "{report:?}"
@@ -477,7 +487,7 @@ async fn the_lifecycle_benchmark_measures_and_cleans_up() {
     }
     assert!(kstage::engine::Metrics::get(&engine.metrics().writes) >= 10 + 50 + 50);
     engine.shutdown();
-    for t in tasks {
+    for t in tasks.into_inner().expect("tasks") {
         t.abort();
     }
 }
