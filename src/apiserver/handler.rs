@@ -258,6 +258,13 @@ where
             }
         }
     }
+    let writes = matches!(
+        verb,
+        Verb::Create | Verb::Update | Verb::Patch | Verb::Apply | Verb::Delete
+    );
+    if writes && !server.config.write_latency.is_zero() {
+        tokio::time::sleep(server.config.write_latency).await;
+    }
     let namespace = target.namespace.as_deref();
     let name = target.name.as_deref();
     let r = &resource;

@@ -66,6 +66,9 @@ pub struct Config {
     pub history_limit: usize,
     /// How often a watch that asked for bookmarks gets one.
     pub bookmark_every: Duration,
+    /// Every write (create, update, patch, apply, delete) waits this long before it is
+    /// stored, as a real API server waits for etcd to commit (zero: none).
+    pub write_latency: Duration,
 }
 
 impl Default for Config {
@@ -80,6 +83,7 @@ impl Default for Config {
             watch_close_max: Duration::from_secs(2),
             history_limit: 50_000,
             bookmark_every: Duration::from_secs(5),
+            write_latency: Duration::ZERO,
         }
     }
 }

@@ -48,6 +48,10 @@ pub struct ApiServerArgs {
     /// Watch events kept per kind; a watch from an older resourceVersion gets 410 Gone.
     #[arg(long, default_value_t = 50_000)]
     history: usize,
+    /// Every write waits this long before it is stored, like a real API server's etcd
+    /// commit (e.g. `2ms`); default none.
+    #[arg(long, default_value = "0s", value_parser = super::duration::parse_std_duration)]
+    write_latency: Duration,
 }
 
 impl ApiServerArgs {
@@ -61,6 +65,7 @@ impl ApiServerArgs {
             fault_timeout: self.fault_timeout,
             watch_close_max: self.watch_close_max,
             history_limit: self.history,
+            write_latency: self.write_latency,
             ..Config::default()
         }
     }

@@ -223,20 +223,42 @@ pub(super) fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             };
             let cpu_before = cpu();
             let writes_before = writes().unwrap_or(0);
-            let report = lifecycle(
-                client,
-                &spec,
-                || {
-                    if let Some(start) = start {
-                        start();
+            // The time the engine spends writing: 10 ms ticks in which its write count
+            // grew (startup, the initial list and the waits between phases excluded).
+            let stop = std::sync::atomic::AtomicBool::new(false);
+            let sampler = async {
+                const TICK: Duration = Duration::from_millis(10);
+                let mut tick = tokio::time::interval(TICK);
+                let (mut last, mut active) = (writes_before, Duration::ZERO);
+                while !stop.load(std::sync::atomic::Ordering::Acquire) {
+                    tick.tick().await;
+                    let now = writes().unwrap_or(last);
+                    if now > last {
+                        active += TICK;
+                        last = now;
                     }
-                },
-                |line| {
-                    eprint!("\r  {line}        ");
-                    let _ = std::io::stderr().flush();
-                },
-            )
-            .await;
+                }
+                active
+            };
+            let run = async {
+                let report = lifecycle(
+                    client,
+                    &spec,
+                    || {
+                        if let Some(start) = start {
+                            start();
+                        }
+                    },
+                    |line| {
+                        eprint!("\r  {line}        ");
+                        let _ = std::io::stderr().flush();
+                    },
+                )
+                .await;
+                stop.store(true, std::sync::atomic::Ordering::Release);
+                report
+            };
+            let (report, writing) = tokio::join!(run, sampler);
             eprintln!();
             let cpu = cpu().saturating_sub(cpu_before);
             let writes = writes().map(|after| after - writes_before);
@@ -257,10 +279,14 @@ pub(super) fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             let engine = match writes {
                 Some(writes) => {
                     let rate = writes as f64 / busy.as_secs_f64().max(1e-9);
+                    let writing_rate = writes as f64 / writing.as_secs_f64().max(1e-9);
                     let ratio = raw_rate.map_or_else(String::new, |raw| {
-                        format!(" = {:.0}% of the raw PATCH rate", 100.0 * rate / raw)
+                        format!(" = {:.0}% of the raw PATCH rate", 100.0 * writing_rate / raw)
                     });
-                    format!("{writes} writes, {rate:.0} writes/s{ratio}; ")
+                    format!(
+                        "{writes} writes, {rate:.0} writes/s over the lifecycle, {writing_rate:.0} writes/s while writing ({:.2} s){ratio}; ",
+                        writing.as_secs_f64()
+                    )
                 }
                 None => String::new(),
             };

@@ -987,3 +987,40 @@ async fn bookmarks_and_watch_timeouts() {
                 .all(|e| matches!(e, Ok(WatchEvent::Bookmark(_))))
     );
 }
+
+/// `write_latency` holds every write before it is stored (a real server's etcd commit);
+/// reads are not held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_wait_for_the_configured_latency() {
+    let latency = std::time::Duration::from_millis(300);
+    let h = harness(Config {
+        write_latency: latency,
+        ..Config::default()
+    })
+    .await;
+    let pods: Api<Pod> = Api::namespaced(h.client.clone(), "default");
+    let rv_before = h.server.server().state.resource_version();
+    let started = std::time::Instant::now();
+    let creating = {
+        let pods = pods.clone();
+        tokio::spawn(async move {
+            pods.create(&PostParams::default(), &pod("slow", None, json!({})))
+                .await
+        })
+    };
+    // While the create waits, the store has not changed and reads are served.
+    let listed = pods.list(&ListParams::default()).await.expect("list");
+    assert!(listed.items.is_empty() || started.elapsed() >= latency);
+    creating.await.expect("task").expect("created");
+    assert!(started.elapsed() >= latency, "{:?}", started.elapsed());
+    assert!(h.server.server().state.resource_version() > rv_before);
+    let started = std::time::Instant::now();
+    pods.patch(
+        "slow",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(json!({"metadata": {"labels": {"a": "b"}}})),
+    )
+    .await
+    .expect("patched");
+    assert!(started.elapsed() >= latency, "{:?}", started.elapsed());
+}
