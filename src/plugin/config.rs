@@ -5,6 +5,9 @@
 //! - name: chaos                  # referred to by bindings and Stage annotations
 //!   path: plugins/chaos.wasm     # relative to the config file
 //!   sha256: 3f1a...              # optional for `path` (pins the file), required for `url`
+//! - name: remote
+//!   url: https://example.com/p.wasm  # fetched when the config is read, into a cache
+//!   sha256: 9b2c...              # (see `fetch`); the digest must match
 //!   timeout: 100ms               # per call (default 100ms)
 //!   memory: 64Mi                 # linear memory per instance (default 128Mi)
 //!   failurePolicy:               # per capability: fail | fallback (default: fail)
@@ -76,8 +79,9 @@ struct RawPlugin {
     path: Option<PathBuf>,
     #[serde(default)]
     url: Option<String>,
+    /// Text; a number (an unquoted digest of digits only) is refused with a hint.
     #[serde(default)]
-    sha256: Option<String>,
+    sha256: Option<serde_json::Value>,
     #[serde(default)]
     timeout: Option<String>,
     #[serde(default)]
@@ -184,6 +188,14 @@ impl PluginConfig {
 
     /// Parse config text; relative plugin paths are taken from `base`.
     pub fn parse(text: &str, base: &Path) -> Result<Self, String> {
+        Self::parse_with_cache(text, base, &super::fetch::cache_dir())
+    }
+
+    /// [`PluginConfig::parse`] with `url` plugins fetched into `cache`.
+    ///
+    /// # Errors
+    /// As [`PluginConfig::parse`].
+    pub fn parse_with_cache(text: &str, base: &Path, cache: &Path) -> Result<Self, String> {
         let value = crate::yaml::to_json(text).map_err(|e| e.to_string())?;
         let raw: RawConfig = serde_path_to_error::deserialize(value)
             .map_err(|e| format!("{}: {}", e.path(), e.inner()))?;
@@ -199,21 +211,34 @@ impl PluginConfig {
             if config.plugins.iter().any(|p| p.name == plugin.name) {
                 return Err(format!("{}: {:?} is listed twice", at("name"), plugin.name));
             }
+            let sha256 = match plugin.sha256 {
+                None => None,
+                Some(serde_json::Value::String(s)) => Some(s),
+                Some(_) => {
+                    return Err(format!(
+                        "{}: not text (YAML read it as a number): quote the digest",
+                        at("sha256")
+                    ));
+                }
+            };
             let path = match (plugin.path, plugin.url) {
                 (Some(path), None) => base.join(path),
                 (None, Some(url)) => {
-                    return Err(format!(
-                        "{}: fetching plugins ({url}) is not supported by this build; \
-                         download the file, check its sha256 and give its `path`",
-                        at("url")
-                    ));
+                    let Some(sha) = &sha256 else {
+                        return Err(format!("{}: a `url` needs its `sha256`", at("sha256")));
+                    };
+                    if sha.len() != 64 || !sha.bytes().all(|b| b.is_ascii_hexdigit()) {
+                        return Err(format!("{}: not a sha256 (64 hex digits)", at("sha256")));
+                    }
+                    super::fetch::fetch(&url, sha, cache)
+                        .map_err(|e| format!("{}: {e}", at("url")))?
                 }
                 (Some(_), Some(_)) => {
                     return Err(format!("{}: give `path` or `url`, not both", at("path")));
                 }
                 (None, None) => return Err(format!("{}: `path` is required", at("path"))),
             };
-            if let Some(sha) = &plugin.sha256
+            if let Some(sha) = &sha256
                 && (sha.len() != 64 || !sha.bytes().all(|b| b.is_ascii_hexdigit()))
             {
                 return Err(format!("{}: not a sha256 (64 hex digits)", at("sha256")));
@@ -241,7 +266,7 @@ impl PluginConfig {
             config.plugins.push(PluginSpec {
                 name: plugin.name,
                 path,
-                sha256: plugin.sha256.map(|s| s.to_ascii_lowercase()),
+                sha256: sha256.map(|s| s.to_ascii_lowercase()),
                 settings,
                 policies: plugin.failure_policy,
             });
@@ -334,7 +359,19 @@ bindings:
             ),
             (
                 "plugins: [{name: a, url: 'https://x/a.wasm', sha256: abc}]",
-                "plugins[0].url",
+                "plugins[0].sha256: not a sha256",
+            ),
+            (
+                "plugins: [{name: a, path: a.wasm, sha256: 1234}]",
+                "quote the digest",
+            ),
+            (
+                "plugins: [{name: a, url: 'https://x/a.wasm'}]",
+                "plugins[0].sha256: a `url` needs its `sha256`",
+            ),
+            (
+                "plugins: [{name: a, url: 'ftp://x/a.wasm', sha256: '0000000000000000000000000000000000000000000000000000000000000000'}]",
+                "only http and https",
             ),
             (
                 "bindings: {renderer: ghost}",

@@ -17,6 +17,7 @@ mod bindings;
 pub mod convert;
 pub mod config;
 pub mod error;
+pub mod fetch;
 pub mod host;
 pub mod invoke;
 pub mod loaded;

@@ -275,3 +275,127 @@ fn the_same_bytes_compile_once() {
     let (second, _) = runtime().compile(&bytes).expect("cached");
     assert_eq!(first, second);
 }
+
+/// A plain HTTP server on a thread: `/p.wasm` gives `body`, `/old` redirects to it,
+/// anything else is 404. Returns its address and a count of requests served.
+fn file_server(body: Vec<u8>) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::{BufRead as _, BufReader, Write as _};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let address = format!("http://{}", listener.local_addr().expect("address"));
+    let served = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = served.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+            let mut request = String::new();
+            let _ = reader.read_line(&mut request);
+            // The rest of the head.
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).map_or(true, |n| n == 0) || line == "\r\n" {
+                    break;
+                }
+            }
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let path = request.split_whitespace().nth(1).unwrap_or("");
+            let head = |status: &str, extra: &str, len: usize| {
+                format!(
+                    "HTTP/1.1 {status}\r\n{extra}Content-Length: {len}\r\nConnection: close\r\n\r\n"
+                )
+            };
+            let _ = match path {
+                "/p.wasm" => stream
+                    .write_all(head("200 OK", "", body.len()).as_bytes())
+                    .and_then(|()| stream.write_all(&body)),
+                "/old" => {
+                    stream.write_all(head("302 Found", "Location: /p.wasm\r\n", 0).as_bytes())
+                }
+                _ => stream.write_all(head("404 Not Found", "", 0).as_bytes()),
+            };
+        }
+    });
+    (address, served)
+}
+
+/// A plugin given by `url` is fetched (through a redirect), checked against its sha256,
+/// cached by digest and read from the cache afterwards; a wrong digest or a 404 is a
+/// clear config error.
+#[test]
+fn a_url_plugin_is_fetched_checked_and_cached() {
+    use kstage::plugin::config::PluginConfig;
+    use sha2::Digest as _;
+    let bytes = Fixture::classifier(Classify::Policy).build();
+    let digest: String = sha2::Sha256::digest(&bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let (server, served) = file_server(bytes.clone());
+    let cache = crate::scratch("plugin-cache");
+    let config = |url: &str, sha: &str| {
+        format!(
+            "plugins: [{{name: remote, url: '{url}', sha256: '{sha}'}}]\nbindings: {{classifier: remote}}"
+        )
+    };
+    let parsed = PluginConfig::parse_with_cache(
+        &config(&format!("{server}/old"), &digest),
+        Path::new("."),
+        &cache,
+    )
+    .expect("fetched");
+    let path = &parsed.plugins[0].path;
+    assert_eq!(path, &cache.join(format!("{digest}.wasm")));
+    assert_eq!(std::fs::read(path).expect("cached"), bytes);
+    assert_eq!(
+        served.load(std::sync::atomic::Ordering::SeqCst),
+        2,
+        "a redirect and the file"
+    );
+    // The fetched plugin loads and classifies.
+    let plugin = Plugin::load(
+        &runtime(),
+        "remote",
+        path,
+        &std::fs::read(path).expect("read"),
+        Settings::default(),
+        env("remote"),
+    )
+    .expect("loads");
+    assert!(plugin.capabilities().contains(&Capability::Classifier));
+    // Read again: from the cache, no request.
+    PluginConfig::parse_with_cache(
+        &config(&format!("{server}/p.wasm"), &digest),
+        Path::new("."),
+        &cache,
+    )
+    .expect("cached");
+    assert_eq!(
+        served.load(std::sync::atomic::Ordering::SeqCst),
+        2,
+        "served from the cache"
+    );
+    let wrong = "0".repeat(64);
+    let error = PluginConfig::parse_with_cache(
+        &config(&format!("{server}/p.wasm"), &wrong),
+        Path::new("."),
+        &cache,
+    )
+    .expect_err("digest mismatch");
+    assert!(
+        error.contains("plugins[0].url")
+            && error.contains("sha256 mismatch")
+            && error.contains(&digest),
+        "{error}"
+    );
+    assert!(
+        !cache.join(format!("{wrong}.wasm")).exists(),
+        "a mismatch is not cached"
+    );
+    let error = PluginConfig::parse_with_cache(
+        &config(&format!("{server}/gone.wasm"), &wrong),
+        Path::new("."),
+        &cache,
+    )
+    .expect_err("404");
+    assert!(error.contains("404"), "{error}");
+}
