@@ -811,3 +811,111 @@ spec:
         t.abort();
     }
 }
+
+/// SIGHUP makes `kstage up --config` read its config again: a changed plugin setting
+/// swaps the plugin in; a config naming a missing file is rejected and the running
+/// plugins stay, and the daemon keeps running.
+#[test]
+fn sighup_reloads_the_plugin_config() {
+    use std::io::BufRead as _;
+    let plugin = crate::root().join("target/plugins/chaos-router.wasm");
+    if !plugin.exists() {
+        let required = std::env::var("KSTAGE_REQUIRE_PLUGINS").is_ok_and(|v| v == "1");
+        assert!(!required, "{} is missing", plugin.display());
+        eprintln!("\n!!! SKIPPED the SIGHUP test: build the plugin with `plugins/build rust`\n");
+        return;
+    }
+    let dir = crate::scratch("sighup");
+    let config = dir.join("config.yaml");
+    let write = |timeout: &str, path: &std::path::Path| {
+        std::fs::write(
+            &config,
+            format!(
+                "plugins:\n- name: chaos-router\n  path: {}\n  timeout: {timeout}\nbindings:\n  selector: chaos-router\n  renderer: chaos-router\n",
+                path.display()
+            ),
+        )
+        .expect("config written");
+    };
+    write("100ms", &plugin);
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kstage"))
+        .args([
+            "up",
+            "--log",
+            "info",
+            "--stages",
+            "examples/plugins/stages.yaml",
+            "--config",
+        ])
+        .arg(&config)
+        .arg("--kubeconfig")
+        .arg(dir.join("kubeconfig"))
+        .current_dir(crate::root())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("kstage up starts");
+    let stderr = child.stderr.take().expect("stderr");
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut seen = Vec::new();
+    let mut wait_for = |what: &str| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(line) => {
+                    let found = line.contains(what);
+                    seen.push(line);
+                    if found {
+                        return true;
+                    }
+                }
+                Err(_) => return false,
+            }
+        }
+    };
+    let hangup = |pid: u32| {
+        let status = std::process::Command::new("kill")
+            .args(["-HUP", &pid.to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(status.success());
+    };
+    let mut steps = Vec::new();
+    steps.push(wait_for("plugins: hot swap on"));
+    write("200ms", &plugin);
+    hangup(child.id());
+    steps.push(wait_for("plugin swapped"));
+    write("200ms", &dir.join("missing.wasm"));
+    hangup(child.id());
+    steps.push(wait_for("plugins unchanged"));
+    let running = child.try_wait().expect("status").is_none();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(
+        steps,
+        [true, true, true],
+        "kstage up said:\n{}",
+        seen.join("\n")
+    );
+    assert!(running, "the daemon survives a rejected config");
+    let swapped = seen
+        .iter()
+        .find(|l| l.contains("plugin swapped"))
+        .expect("swap line");
+    assert!(swapped.contains("chaos-router"), "{swapped}");
+    let rejected = seen
+        .iter()
+        .find(|l| l.contains("plugins unchanged"))
+        .expect("rejection");
+    assert!(rejected.contains("missing.wasm"), "{rejected}");
+}
