@@ -80,7 +80,7 @@ pub(super) fn run(file: PathBuf, calls: u32) -> anyhow::Result<ExitCode> {
             "no example Stage matches the example pod"
         );
         let wasm = time_per_call(calls, || {
-            let _ = plugin.select(&pod.to_string(), &candidates);
+            let _ = plugin.select(&convert::object_json(&pod), &candidates);
         });
         let native = time_per_call(calls, || {
             let _ = stages.select(&pod, &mut rng);
@@ -91,7 +91,7 @@ pub(super) fn run(file: PathBuf, calls: u32) -> anyhow::Result<ExitCode> {
         let (stage, template) = first_template(&stages, &pod)
             .ok_or_else(|| anyhow::anyhow!("no example Stage with a template"))?;
         let wasm = time_per_call(calls, || {
-            let _ = plugin.render(&stage.name, template.source(), &pod.to_string());
+            let _ = plugin.render(&stage.name, template.source(), &convert::object_json(&pod));
         });
         let native = time_per_call(calls, || {
             let _ = Builtin.render(stage, template, &pod);

@@ -89,7 +89,7 @@ pub fn call(plugin: &Plugin, capability: Capability, input: Value) -> Result<Val
                 })
                 .collect();
             let chosen = plugin
-                .select(&input.object.to_string(), &candidates)
+                .select(&super::convert::object_json(&input.object), &candidates)
                 .map_err(|e| e.to_string())?;
             Ok(match chosen {
                 Some(s) => json!({"stage": s.stage, "delayMs": s.delay_ms}),
@@ -99,7 +99,11 @@ pub fn call(plugin: &Plugin, capability: Capability, input: Value) -> Result<Val
         Capability::Renderer => {
             let input: RenderInput = parse(input)?;
             let text = plugin
-                .render(&input.stage, &input.template, &input.object.to_string())
+                .render(
+                    &input.stage,
+                    &input.template,
+                    &super::convert::object_json(&input.object),
+                )
                 .map_err(|e| e.to_string())?;
             serde_json::from_str(&text)
                 .map_err(|e| format!("{}: rendered text is not JSON ({e}): {text}", plugin.name()))
@@ -117,7 +121,7 @@ pub fn call(plugin: &Plugin, capability: Capability, input: Value) -> Result<Val
                 stage: input.stage,
                 step: input.step,
                 attempt: input.attempt,
-                object: input.object.to_string(),
+                object: super::convert::object_json(&input.object),
             };
             let decision = plugin.classify(&failure).map_err(|e| e.to_string())?;
             Ok(decision_json(&decision))

@@ -478,7 +478,7 @@ impl StageSelector for PluginSet {
                 delay_ms: delay.map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
             })
             .collect();
-        match plugin.select(&object.to_string(), &candidates) {
+        match plugin.select(&super::convert::object_json(object), &candidates) {
             Ok(None) => None,
             Ok(Some(selection)) => {
                 let index = matched.iter().position(|s| s.name == selection.stage)?;
@@ -519,7 +519,11 @@ impl StepRenderer for PluginSet {
             Bound::Plugin(plugin, policy) => (plugin, policy),
         };
         let rendered = plugin
-            .render(&stage.name, template.source(), &object.to_string())
+            .render(
+                &stage.name,
+                template.source(),
+                &super::convert::object_json(object),
+            )
             .and_then(|text| {
                 serde_json::from_str(&text).map_err(|e| {
                     plugin.error(
