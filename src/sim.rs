@@ -114,6 +114,9 @@ pub struct Report {
     pub stats: Stats,
     /// Virtual time at the end.
     pub end: Duration,
+    /// Real time from the first object created until nothing was left to play (loading
+    /// the Stages, collecting the final objects and freeing the store are outside it).
+    pub wall: std::time::Duration,
 }
 
 /// Run a simulation. Call it inside a current-thread tokio runtime with paused time
@@ -130,6 +133,7 @@ pub async fn run(
         clock.clone(),
         Faults::new(config.faults.clone(), config.seed),
     ));
+    let wall_start = std::time::Instant::now();
     let mut created = Vec::with_capacity(objects.len());
     for (index, object) in objects.into_iter().enumerate() {
         let object = cluster
@@ -192,6 +196,7 @@ pub async fn run(
     if tokio::time::Instant::now() < until && !engine.is_idle() {
         tokio::time::sleep_until(until).await;
     }
+    let wall = wall_start.elapsed();
     engine.shutdown();
     for task in tasks {
         task.abort();
@@ -227,6 +232,7 @@ pub async fn run(
             .collect(),
         stats,
         end,
+        wall,
     })
 }
 

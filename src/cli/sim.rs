@@ -3,7 +3,6 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Instant;
 
 use chrono::{DateTime, TimeDelta, Utc};
 
@@ -100,7 +99,6 @@ pub(super) fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
         .build()?;
     let objects = replicate(super::read_objects(&objects)?, copies);
     let n_objects = objects.len();
-    let started = Instant::now();
     let report = runtime.block_on(async {
         let clock: Arc<dyn Clock> = Arc::new(TokioClock::new(start));
         let env = Arc::new(SimEnv::new(clock.clone(), start, env!("CARGO_PKG_VERSION")));
@@ -126,7 +124,7 @@ pub(super) fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
         };
         anyhow::Ok(crate::sim::run(stages, clock, objects, config).await?)
     })?;
-    let wall = started.elapsed().as_secs_f64();
+    let wall = report.wall.as_secs_f64();
     match output {
         SimOutput::Text => {
             let mut text = report.timeline_text();
