@@ -190,7 +190,10 @@ impl Seen {
     /// packed one is parsed by [`Latest::get`], after the caller let go of its lock.
     fn latest(&self, same: &Arc<Value>) -> Latest {
         match &self.object {
-            Held::Packed(_) if self.resource_version.as_deref() == resource_version(same) => {
+            Held::Packed(_)
+                if self.resource_version.is_some()
+                    && self.resource_version.as_deref() == resource_version(same) =>
+            {
                 Latest::Object(Some(same.clone()))
             }
             Held::Packed(bytes) => Latest::Packed(bytes.clone()),
@@ -522,6 +525,7 @@ impl<C: Cluster> Engine<C> {
         // gigabyte).
         let packed = keys.latest.get(&key).is_some_and(|seen| {
             matches!(seen.object, Held::Packed(_))
+                && seen.resource_version.is_some()
                 && seen.resource_version.as_deref() == resource_version(object)
         });
         let job = Job {
