@@ -213,7 +213,7 @@ impl PluginConfig {
             }
             let sha256 = match plugin.sha256 {
                 None => None,
-                Some(serde_json::Value::String(s)) => Some(s),
+                Some(serde_json::Value::String(s)) => Some(s.to_ascii_lowercase()),
                 Some(_) => {
                     return Err(format!(
                         "{}: not text (YAML read it as a number): quote the digest",
@@ -221,15 +221,17 @@ impl PluginConfig {
                     ));
                 }
             };
+            if let Some(sha) = &sha256
+                && (sha.len() != 64 || !sha.bytes().all(|b| b.is_ascii_hexdigit()))
+            {
+                return Err(format!("{}: not a sha256 (64 hex digits)", at("sha256")));
+            }
             let path = match (plugin.path, plugin.url) {
                 (Some(path), None) => base.join(path),
                 (None, Some(url)) => {
                     let Some(sha) = &sha256 else {
                         return Err(format!("{}: a `url` needs its `sha256`", at("sha256")));
                     };
-                    if sha.len() != 64 || !sha.bytes().all(|b| b.is_ascii_hexdigit()) {
-                        return Err(format!("{}: not a sha256 (64 hex digits)", at("sha256")));
-                    }
                     super::fetch::fetch(&url, sha, cache)
                         .map_err(|e| format!("{}: {e}", at("url")))?
                 }
@@ -238,11 +240,6 @@ impl PluginConfig {
                 }
                 (None, None) => return Err(format!("{}: `path` is required", at("path"))),
             };
-            if let Some(sha) = &sha256
-                && (sha.len() != 64 || !sha.bytes().all(|b| b.is_ascii_hexdigit()))
-            {
-                return Err(format!("{}: not a sha256 (64 hex digits)", at("sha256")));
-            }
             let mut settings = Settings {
                 grants: plugin.wasi,
                 ..Settings::default()
@@ -266,7 +263,7 @@ impl PluginConfig {
             config.plugins.push(PluginSpec {
                 name: plugin.name,
                 path,
-                sha256: sha256.map(|s| s.to_ascii_lowercase()),
+                sha256,
                 settings,
                 policies: plugin.failure_policy,
             });

@@ -11,7 +11,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use http_body_util::{BodyExt as _, Empty, Limited};
-use sha2::{Digest as _, Sha256};
+
+use super::runtime::digest;
 
 /// The largest plugin fetched.
 const MAX_BYTES: usize = 64 << 20;
@@ -45,12 +46,12 @@ pub fn fetch(url: &str, sha256: &str, cache: &Path) -> Result<PathBuf, String> {
     let sha256 = sha256.to_ascii_lowercase();
     let path = cache.join(format!("{sha256}.wasm"));
     if let Ok(bytes) = std::fs::read(&path)
-        && hex(&Sha256::digest(&bytes)) == sha256
+        && *digest(&bytes) == *sha256
     {
         return Ok(path);
     }
     let bytes = download(url)?;
-    let got = hex(&Sha256::digest(&bytes));
+    let got = digest(&bytes);
     if got != sha256 {
         return Err(format!(
             "{url}: sha256 mismatch: the config says {sha256}, the download is {got}"
@@ -65,10 +66,6 @@ pub fn fetch(url: &str, sha256: &str, cache: &Path) -> Result<PathBuf, String> {
         .map_err(|e| format!("{url}: cannot write {}: {e}", path.display()))?;
     tracing::info!(%url, path = %path.display(), "plugin fetched");
     Ok(path)
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// GET `url` on a thread of its own (callers may be inside or outside a runtime).
