@@ -186,16 +186,19 @@ fn unpack(bytes: &[u8]) -> Option<Arc<Value>> {
 }
 
 impl Seen {
+    /// Whether this is a packed version and `object` is a parsed copy of it (a version
+    /// without a resourceVersion is never taken for another).
+    fn packs(&self, object: &Value) -> bool {
+        matches!(self.object, Held::Packed(_))
+            && self.resource_version.is_some()
+            && self.resource_version.as_deref() == resource_version(object)
+    }
+
     /// The object, taking `same` (a copy the caller holds) when it is this version; a
     /// packed one is parsed by [`Latest::get`], after the caller let go of its lock.
     fn latest(&self, same: &Arc<Value>) -> Latest {
         match &self.object {
-            Held::Packed(_)
-                if self.resource_version.is_some()
-                    && self.resource_version.as_deref() == resource_version(same) =>
-            {
-                Latest::Object(Some(same.clone()))
-            }
+            Held::Packed(_) if self.packs(same) => Latest::Object(Some(same.clone())),
             Held::Packed(bytes) => Latest::Packed(bytes.clone()),
             Held::Weak(w) => Latest::Object(w.upgrade()),
         }
@@ -523,11 +526,7 @@ impl<C: Cluster> Engine<C> {
         // A packed object is parsed again when the job plays: a queued job does not keep
         // its own parsed copy (100,000 pods marked for deletion at once would need a
         // gigabyte).
-        let packed = keys.latest.get(&key).is_some_and(|seen| {
-            matches!(seen.object, Held::Packed(_))
-                && seen.resource_version.is_some()
-                && seen.resource_version.as_deref() == resource_version(object)
-        });
+        let packed = keys.latest.get(&key).is_some_and(|seen| seen.packs(object));
         let job = Job {
             key: key.clone(),
             object: if packed {
