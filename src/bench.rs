@@ -503,6 +503,27 @@ where
     results.into_iter().try_for_each(|r| r.map(drop))
 }
 
+/// How long `count` kept growing, until `stop` is set: the 10 ms ticks in which it grew
+/// (so an engine's write count gives the time it spent writing, without its start, the
+/// initial list or the waits between a benchmark's phases).
+pub async fn growing_time(
+    count: impl Fn() -> u64,
+    stop: &std::sync::atomic::AtomicBool,
+) -> Duration {
+    const TICK: Duration = Duration::from_millis(10);
+    let mut tick = tokio::time::interval(TICK);
+    let (mut last, mut active) = (count(), Duration::ZERO);
+    while !stop.load(std::sync::atomic::Ordering::Acquire) {
+        tick.tick().await;
+        let now = count();
+        if now > last {
+            active += TICK;
+            last = now;
+        }
+    }
+    active
+}
+
 /// Which process [`process_cpu`] and [`peak_rss_bytes`] read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Process {
@@ -540,4 +561,44 @@ pub fn peak_rss_bytes(process: Process) -> Option<u64> {
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kb * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+    use super::*;
+
+    /// A count that grows for 50 ms, pauses 100 ms, then grows 30 ms more: 80 ms of
+    /// growing time, the pause left out.
+    #[tokio::test(start_paused = true)]
+    async fn growing_time_counts_only_the_ticks_with_growth() {
+        let count = AtomicU64::new(0);
+        let stop = AtomicBool::new(false);
+        let drive = async {
+            // Half a tick off the sampler's ticks, so no increment races a sample.
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            for pause in [false, false, false, false, false, true, false, false, false] {
+                tokio::time::sleep(Duration::from_millis(if pause { 100 } else { 10 })).await;
+                if !pause {
+                    count.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            stop.store(true, Ordering::Release);
+        };
+        let (_, active) =
+            tokio::join!(drive, growing_time(|| count.load(Ordering::Relaxed), &stop));
+        assert!(
+            (Duration::from_millis(70)..=Duration::from_millis(90)).contains(&active),
+            "{active:?}"
+        );
+    }
+
+    #[test]
+    fn this_process_has_cpu_time_and_a_peak() {
+        assert!(peak_rss_bytes(Process::Current).is_some_and(|b| b > 0));
+        assert!(process_cpu(Process::Current).is_some());
+        assert!(peak_rss_bytes(Process::Pid(u32::MAX)).is_none());
+    }
 }

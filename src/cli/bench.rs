@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crate::apiserver::{ApiServer, Config};
 use crate::bench::{
-    Lifecycle, Process, RawPatch, lifecycle, peak_rss_bytes, process_cpu, raw_patch,
+    Lifecycle, Process, RawPatch, growing_time, lifecycle, peak_rss_bytes, process_cpu, raw_patch,
 };
 
 /// Benchmark an API server.
@@ -226,20 +226,7 @@ pub(super) fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             // The time the engine spends writing: 10 ms ticks in which its write count
             // grew (startup, the initial list and the waits between phases excluded).
             let stop = std::sync::atomic::AtomicBool::new(false);
-            let sampler = async {
-                const TICK: Duration = Duration::from_millis(10);
-                let mut tick = tokio::time::interval(TICK);
-                let (mut last, mut active) = (writes_before, Duration::ZERO);
-                while !stop.load(std::sync::atomic::Ordering::Acquire) {
-                    tick.tick().await;
-                    let now = writes().unwrap_or(last);
-                    if now > last {
-                        active += TICK;
-                        last = now;
-                    }
-                }
-                active
-            };
+            let sampler = growing_time(|| writes().unwrap_or(writes_before), &stop);
             let run = async {
                 let report = lifecycle(
                     client,
