@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use criterion::{Criterion, criterion_group, criterion_main};
 use kstage::clock::SystemClock;
 use kstage::plugin::{HostEnv, Plugin, Runtime, Settings, convert, types};
-use kstage::retry::{BuiltinClassifier, Classifier, Failure, FailureKind};
+use kstage::retry::{BuiltinClassifier, Classifier};
 use kstage::rng::Rng;
 use serde_json::Value;
 
@@ -73,18 +73,7 @@ fn pod() -> Value {
 fn classify(c: &mut Criterion) {
     let runtime = Runtime::new().expect("wasmtime starts");
     let pod = pod();
-    let failure = Failure {
-        kind: FailureKind::Http,
-        status: Some(503),
-        reason: Some("ServiceUnavailable"),
-        message: "the server is currently unable to handle the request",
-        retry_after: None,
-        stage: "pod-ready",
-        step: 1,
-        attempt: 2,
-        object: &pod,
-        binding: None,
-    };
+    let failure = kstage::bench::sample_failure(&pod);
     let mut group = c.benchmark_group("classify");
     group.bench_function("built-in", |b| {
         b.iter(|| BuiltinClassifier.classify(black_box(&failure)))

@@ -503,6 +503,23 @@ where
     results.into_iter().try_for_each(|r| r.map(drop))
 }
 
+/// The failure plugin benchmarks classify (`kstage plugin bench`, `benches/plugin.rs`):
+/// a 503 on the third attempt of a pod's `pod-ready` step.
+pub fn sample_failure(object: &serde_json::Value) -> crate::retry::Failure<'_> {
+    crate::retry::Failure {
+        kind: crate::retry::FailureKind::Http,
+        status: Some(503),
+        reason: Some("ServiceUnavailable"),
+        message: "the server is currently unable to handle the request",
+        retry_after: None,
+        stage: "pod-ready",
+        step: 1,
+        attempt: 2,
+        object,
+        binding: None,
+    }
+}
+
 /// How long `count` kept growing, until `stop` is set: the 10 ms ticks in which it grew
 /// (so an engine's write count gives the time it spent writing, without its start, the
 /// initial list or the waits between a benchmark's phases).

@@ -12,7 +12,7 @@ use super::plugin::time_per_call;
 use crate::clock::SystemClock;
 use crate::decide::{Builtin, StepRenderer};
 use crate::plugin::{Capability, Runtime, Settings, convert, types};
-use crate::retry::{BuiltinClassifier, Classifier, Failure, FailureKind};
+use crate::retry::{BuiltinClassifier, Classifier};
 use crate::rng::Rng;
 use crate::stage::{Stage, StageSet, Step};
 use crate::template::{Renderer, SimEnv};
@@ -105,18 +105,7 @@ pub(super) fn run(file: PathBuf, calls: u32) -> anyhow::Result<ExitCode> {
         line(Capability::Renderer, wasm, native);
     }
     if plugin.has(Capability::Classifier) {
-        let failure = Failure {
-            kind: FailureKind::Http,
-            status: Some(503),
-            reason: Some("ServiceUnavailable"),
-            message: "the server is currently unable to handle the request",
-            retry_after: None,
-            stage: "pod-ready",
-            step: 1,
-            attempt: 2,
-            object: &pod,
-            binding: None,
-        };
+        let failure = crate::bench::sample_failure(&pod);
         let wasm = time_per_call(calls, || {
             let _ = plugin.classify(&convert::failure(&failure));
         });

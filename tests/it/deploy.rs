@@ -2,8 +2,6 @@
 //! arguments are a valid `kstage run`, the ClusterRole grants every request kstage makes
 //! with its own Stages, and kubectl applies the whole set.
 
-use std::process::Command;
-
 use clap::Parser as _;
 use serde_json::Value;
 
@@ -107,53 +105,29 @@ fn the_cluster_role_grants_what_kstage_run_does() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_applies_the_manifests() {
-    if !crate::kubectl::kubectl_present() {
-        let required = std::env::var_os("CI").is_some()
-            || std::env::var("KSTAGE_REQUIRE_KUBECTL").is_ok_and(|v| v == "1");
-        assert!(!required, "kubectl is required in CI and is not on PATH");
-        eprintln!("SKIPPED: kubectl is not on PATH; the manifests were not applied");
+    if !crate::kubectl::kubectl_or_skip("the manifests were not applied") {
         return;
     }
     let server = ApiServer::start(Config::default()).await.expect("server");
     let dir = crate::scratch("deploy");
     let kubeconfig = dir.join("kubeconfig");
     server.write_kubeconfig(&kubeconfig).expect("kubeconfig");
-    let root = crate::root();
-    let run = move |args: Vec<String>| {
-        let out = Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(&kubeconfig)
-            .args(&args)
-            .output()
-            .expect("kubectl runs");
-        assert!(
-            out.status.success(),
-            "kubectl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
-    let path = |p: &str| root.join(p).display().to_string();
+    let path = |p: &str| crate::root().join(p).display().to_string();
     let (crds, manifests) = (path("deploy/crds"), path("deploy/kstage.yaml"));
     let applied = tokio::task::spawn_blocking(move || {
-        run(vec![
-            "apply".into(),
-            "-f".into(),
-            crds,
-            "-f".into(),
-            manifests,
-        ]);
-        run([
-            "get",
-            "deployment",
-            "kstage",
-            "-n",
-            "kstage",
-            "-o",
-            "jsonpath={.spec.template.spec.serviceAccountName}",
-        ]
-        .map(String::from)
-        .to_vec())
+        crate::kubectl::kubectl(&kubeconfig, &["apply", "-f", &crds, "-f", &manifests]);
+        crate::kubectl::kubectl(
+            &kubeconfig,
+            &[
+                "get",
+                "deployment",
+                "kstage",
+                "-n",
+                "kstage",
+                "-o",
+                "jsonpath={.spec.template.spec.serviceAccountName}",
+            ],
+        )
     })
     .await
     .expect("kubectl");

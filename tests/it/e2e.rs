@@ -349,57 +349,104 @@ async fn a_stage_resource_changed_mid_run_reroutes_its_objects() {
     daemon.shutdown();
 }
 
-/// Run `kstage up` with `args` until a progress line satisfies `done`; returns every
-/// line it printed.
-fn up_until(tag: &str, args: &[&str], done: impl Fn(&str) -> bool) -> Vec<String> {
-    use std::io::BufRead as _;
-    let dir = crate::scratch(tag);
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kstage"))
-        .arg("up")
-        .args(args)
-        .arg("--kubeconfig")
-        .arg(dir.join("kubeconfig"))
-        .current_dir(crate::root())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("kstage up starts");
-    let stderr = child.stderr.take().expect("stderr");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stderr)
-            .lines()
-            .map_while(Result::ok)
-        {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    let mut seen = Vec::new();
-    let reached = loop {
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
-        match rx.recv_timeout(left) {
-            Ok(line) => {
-                let finished = done(&line);
-                seen.push(line);
-                if finished {
-                    break true;
+/// `kstage up ARGS --kubeconfig SCRATCH/kubeconfig` as a child process, its stderr lines
+/// read on a thread; killed when dropped.
+struct Up {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+    /// Every line read so far.
+    seen: Vec<String>,
+    dir: std::path::PathBuf,
+}
+
+impl Up {
+    fn start(tag: &str, args: &[&str]) -> Self {
+        use std::io::BufRead as _;
+        let dir = crate::scratch(tag);
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kstage"))
+            .arg("up")
+            .args(args)
+            .arg("--kubeconfig")
+            .arg(dir.join("kubeconfig"))
+            .current_dir(crate::root())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("kstage up starts");
+        let stderr = child.stderr.take().expect("stderr");
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if tx.send(line).is_err() {
+                    break;
                 }
             }
-            Err(_) => break false,
+        });
+        Self {
+            child,
+            lines,
+            seen: Vec::new(),
+            dir,
         }
-    };
-    let _ = child.kill();
-    let _ = child.wait();
-    assert!(reached, "kstage up said:\n{}", seen.join("\n"));
+    }
+
+    /// Read lines until one satisfies `done` (true) or a minute passes (false).
+    fn wait_for(&mut self, done: impl Fn(&str) -> bool) -> bool {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    let found = done(&line);
+                    self.seen.push(line);
+                    if found {
+                        return true;
+                    }
+                }
+                Err(_) => return false,
+            }
+        }
+    }
+
+    fn said(&self) -> String {
+        self.seen.join("\n")
+    }
+}
+
+impl Drop for Up {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Run `kstage up ARGS` until a line satisfies `done`; returns the lines read.
+fn up_until(tag: &str, args: &[&str], done: impl Fn(&str) -> bool) -> Vec<String> {
+    let mut up = Up::start(tag, args);
+    let reached = up.wait_for(done);
+    assert!(reached, "kstage up said:\n{}", up.said());
     assert!(
-        seen[0].starts_with("kstage up: API server at http://127.0.0.1:"),
+        up.seen[0].starts_with("kstage up: API server at http://127.0.0.1:"),
         "{}",
-        seen[0]
+        up.seen[0]
     );
-    assert!(dir.join("kubeconfig").exists());
-    seen
+    assert!(up.dir.join("kubeconfig").exists());
+    std::mem::take(&mut up.seen)
+}
+
+/// An example plugin of `target/plugins`, if built; missing, it fails the test in CI
+/// (`KSTAGE_REQUIRE_PLUGINS=1`) and says loudly elsewhere that `what` was skipped.
+fn example_plugin(file: &str, what: &str) -> Option<std::path::PathBuf> {
+    let plugin = crate::root().join("target/plugins").join(file);
+    if plugin.exists() {
+        return Some(plugin);
+    }
+    let required = std::env::var("KSTAGE_REQUIRE_PLUGINS").is_ok_and(|v| v == "1");
+    assert!(!required, "{} is missing", plugin.display());
+    eprintln!("\n!!! SKIPPED {what}: build the plugin with `plugins/build rust`\n");
+    None
 }
 
 /// `kstage up` as a process: the example nodes become Ready and the pods run.
@@ -413,11 +460,7 @@ fn kstage_up_plays_the_examples() {
 /// `kstage up --config`: the Rust example plugin selects and renders the pod Stages.
 #[test]
 fn kstage_up_plays_stages_through_a_plugin() {
-    let plugin = crate::root().join("target/plugins/chaos-router.wasm");
-    if !plugin.exists() {
-        let required = std::env::var("KSTAGE_REQUIRE_PLUGINS").is_ok_and(|v| v == "1");
-        assert!(!required, "{} is missing", plugin.display());
-        eprintln!("\n!!! SKIPPED kstage up --config: build the plugin with `plugins/build rust`\n");
+    if example_plugin("chaos-router.wasm", "kstage up --config").is_none() {
         return;
     }
     up_until(
@@ -817,16 +860,10 @@ spec:
 /// plugins stay, and the daemon keeps running.
 #[test]
 fn sighup_reloads_the_plugin_config() {
-    use std::io::BufRead as _;
-    let plugin = crate::root().join("target/plugins/chaos-router.wasm");
-    if !plugin.exists() {
-        let required = std::env::var("KSTAGE_REQUIRE_PLUGINS").is_ok_and(|v| v == "1");
-        assert!(!required, "{} is missing", plugin.display());
-        eprintln!("\n!!! SKIPPED the SIGHUP test: build the plugin with `plugins/build rust`\n");
+    let Some(plugin) = example_plugin("chaos-router.wasm", "the SIGHUP test") else {
         return;
-    }
-    let dir = crate::scratch("sighup");
-    let config = dir.join("config.yaml");
+    };
+    let config = crate::scratch("sighup-config").join("config.yaml");
     let write = |timeout: &str, path: &std::path::Path| {
         std::fs::write(
             &config,
@@ -838,80 +875,42 @@ fn sighup_reloads_the_plugin_config() {
         .expect("config written");
     };
     write("100ms", &plugin);
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kstage"))
-        .args([
-            "up",
+    let config_arg = config.display().to_string();
+    let mut up = Up::start(
+        "sighup",
+        &[
             "--log",
             "info",
             "--stages",
             "examples/plugins/stages.yaml",
             "--config",
-        ])
-        .arg(&config)
-        .arg("--kubeconfig")
-        .arg(dir.join("kubeconfig"))
-        .current_dir(crate::root())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("kstage up starts");
-    let stderr = child.stderr.take().expect("stderr");
-    let (tx, rx) = std::sync::mpsc::channel::<String>();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stderr)
-            .lines()
-            .map_while(Result::ok)
-        {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let mut seen = Vec::new();
-    let mut wait_for = |what: &str| {
-        let deadline = std::time::Instant::now() + Duration::from_secs(60);
-        loop {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            match rx.recv_timeout(left) {
-                Ok(line) => {
-                    let found = line.contains(what);
-                    seen.push(line);
-                    if found {
-                        return true;
-                    }
-                }
-                Err(_) => return false,
-            }
-        }
-    };
+            &config_arg,
+        ],
+    );
     let hangup = |pid: u32| {
         let pid =
             rustix::process::Pid::from_raw(i32::try_from(pid).expect("a pid")).expect("a live pid");
         rustix::process::kill_process(pid, rustix::process::Signal::HUP).expect("SIGHUP sent");
     };
     let mut steps = Vec::new();
-    steps.push(wait_for("plugins: hot swap on"));
+    steps.push(up.wait_for(|l| l.contains("plugins: hot swap on")));
     write("200ms", &plugin);
-    hangup(child.id());
-    steps.push(wait_for("plugin swapped"));
-    write("200ms", &dir.join("missing.wasm"));
-    hangup(child.id());
-    steps.push(wait_for("plugins unchanged"));
-    let running = child.try_wait().expect("status").is_none();
-    let _ = child.kill();
-    let _ = child.wait();
-    assert_eq!(
-        steps,
-        [true, true, true],
-        "kstage up said:\n{}",
-        seen.join("\n")
-    );
+    hangup(up.child.id());
+    steps.push(up.wait_for(|l| l.contains("plugin swapped")));
+    write("200ms", &config.with_file_name("missing.wasm"));
+    hangup(up.child.id());
+    steps.push(up.wait_for(|l| l.contains("plugins unchanged")));
+    let running = up.child.try_wait().expect("status").is_none();
+    assert_eq!(steps, [true, true, true], "kstage up said:\n{}", up.said());
     assert!(running, "the daemon survives a rejected config");
-    let swapped = seen
+    let swapped = up
+        .seen
         .iter()
         .find(|l| l.contains("plugin swapped"))
         .expect("swap line");
     assert!(swapped.contains("chaos-router"), "{swapped}");
-    let rejected = seen
+    let rejected = up
+        .seen
         .iter()
         .find(|l| l.contains("plugins unchanged"))
         .expect("rejection");

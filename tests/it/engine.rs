@@ -393,10 +393,11 @@ async fn a_relist_forgets_objects_that_are_gone_and_cancels_their_jobs() {
     w.engine.shutdown();
 }
 
-/// 10,000 pods get an IP each, and their deletion returns every address: the pool ends
-/// as it started (the next pod gets the first address again).
-#[tokio::test(start_paused = true)]
-async fn pod_ips_are_released_when_pods_go() {
+/// An engine (started, 4 workers) playing KWOK's Stage `sets` over an in-memory cluster,
+/// with a [`SimEnv`] observing the objects (its address pools follow nodes and pods).
+fn engine_with_ip_pools(
+    sets: &[&str],
+) -> (Arc<MemoryCluster>, Arc<SimEnv>, Arc<Engine<MemoryCluster>>) {
     let clock: Arc<dyn Clock> = Arc::new(TokioClock::new(start()));
     let cluster = Arc::new(MemoryCluster::new(
         clock.clone(),
@@ -404,8 +405,8 @@ async fn pod_ips_are_released_when_pods_go() {
     ));
     let env = Arc::new(SimEnv::new(clock.clone(), start(), "test"));
     let renderer = Renderer::new(env.clone());
-    let set = crate::kwok_dir().join("stage/pod/fast");
-    let loaded = kstage::stage::load::load(&[set], &renderer).expect("corpus readable");
+    let paths: Vec<_> = sets.iter().map(|s| crate::kwok_dir().join(s)).collect();
+    let loaded = kstage::stage::load::load(&paths, &renderer).expect("corpus readable");
     assert!(loaded.problems.is_empty(), "{:?}", loaded.problems);
     let config = EngineConfig {
         workers: 4,
@@ -415,6 +416,14 @@ async fn pod_ips_are_released_when_pods_go() {
     };
     let engine = Engine::new(cluster.clone(), StageSet::new(loaded.stages), config);
     engine.start();
+    (cluster, env, engine)
+}
+
+/// 10,000 pods get an IP each, and their deletion returns every address: the pool ends
+/// as it started (the next pod gets the first address again).
+#[tokio::test(start_paused = true)]
+async fn pod_ips_are_released_when_pods_go() {
+    let (cluster, env, _engine) = engine_with_ip_pools(&["stage/pod/fast"]);
     let n = 10_000;
     let names: Vec<String> = (0..n).map(|i| format!("pod-{i}")).collect();
     for name in &names {
@@ -462,27 +471,7 @@ async fn pod_ips_are_released_when_pods_go() {
 /// render error until an address comes back; nothing stays leased once all is deleted.
 #[tokio::test(start_paused = true)]
 async fn pod_ips_come_from_their_nodes_pod_cidrs() {
-    let clock: Arc<dyn Clock> = Arc::new(TokioClock::new(start()));
-    let cluster = Arc::new(MemoryCluster::new(
-        clock.clone(),
-        Faults::new(FaultSpec::none(), 1),
-    ));
-    let env = Arc::new(SimEnv::new(clock.clone(), start(), "test"));
-    let renderer = Renderer::new(env.clone());
-    let sets = [
-        crate::kwok_dir().join("stage/node/fast"),
-        crate::kwok_dir().join("stage/pod/fast"),
-    ];
-    let loaded = kstage::stage::load::load(&sets, &renderer).expect("corpus readable");
-    assert!(loaded.problems.is_empty(), "{:?}", loaded.problems);
-    let config = EngineConfig {
-        workers: 4,
-        clock,
-        observer: Some(env.clone()),
-        ..EngineConfig::default()
-    };
-    let engine = Engine::new(cluster.clone(), StageSet::new(loaded.stages), config);
-    engine.start();
+    let (cluster, env, engine) = engine_with_ip_pools(&["stage/node/fast", "stage/pod/fast"]);
     let node = |name: &str, spec: Value| json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}, "spec": spec});
     cluster
         .insert(node(

@@ -9,15 +9,28 @@ use std::process::Command;
 
 use kstage::apiserver::{ApiServer, Config};
 
-pub fn kubectl_present() -> bool {
+fn kubectl_present() -> bool {
     Command::new("kubectl")
         .args(["version", "--client"])
         .output()
         .is_ok_and(|o| o.status.success())
 }
 
+/// Whether kubectl is there to run a test; without it, fails in CI
+/// (`KSTAGE_REQUIRE_KUBECTL=1` or `CI` set) and says loudly elsewhere that `skipped`.
+pub fn kubectl_or_skip(skipped: &str) -> bool {
+    if kubectl_present() {
+        return true;
+    }
+    let required = std::env::var_os("CI").is_some()
+        || std::env::var("KSTAGE_REQUIRE_KUBECTL").is_ok_and(|v| v == "1");
+    assert!(!required, "kubectl is required in CI and is not on PATH");
+    eprintln!("SKIPPED: kubectl is not on PATH; {skipped}");
+    false
+}
+
 /// Run kubectl with `kubeconfig`; returns stdout, or panics with stderr.
-fn kubectl(kubeconfig: &Path, args: &[&str]) -> String {
+pub fn kubectl(kubeconfig: &Path, args: &[&str]) -> String {
     let out = Command::new("kubectl")
         .arg("--kubeconfig")
         .arg(kubeconfig)
@@ -88,11 +101,7 @@ spec:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_applies_gets_patches_waits_and_deletes() {
-    if !kubectl_present() {
-        let required = std::env::var_os("CI").is_some()
-            || std::env::var("KSTAGE_REQUIRE_KUBECTL").is_ok_and(|v| v == "1");
-        assert!(!required, "kubectl is required in CI and is not on PATH");
-        eprintln!("SKIPPED: kubectl is not on PATH; the kubectl end-to-end test did not run");
+    if !kubectl_or_skip("the kubectl end-to-end test did not run") {
         return;
     }
     let server = ApiServer::start(Config::default()).await.expect("server");

@@ -324,33 +324,23 @@ fn file_server(body: Vec<u8>) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
 #[test]
 fn a_url_plugin_is_fetched_checked_and_cached() {
     use kstage::plugin::config::PluginConfig;
-    use sha2::Digest as _;
     let bytes = Fixture::classifier(Classify::Policy).build();
-    let digest: String = sha2::Sha256::digest(&bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let digest = kstage::plugin::runtime::digest(&bytes);
     let (server, served) = file_server(bytes.clone());
+    let served = || served.load(std::sync::atomic::Ordering::SeqCst);
     let cache = crate::scratch("plugin-cache");
-    let config = |url: &str, sha: &str| {
-        format!(
-            "plugins: [{{name: remote, url: '{url}', sha256: '{sha}'}}]\nbindings: {{classifier: remote}}"
-        )
+    // The config of one classifier plugin at `server/PATH` with digest `sha`.
+    let parse = |path: &str, sha: &str| {
+        let text = format!(
+            "plugins: [{{name: remote, url: '{server}/{path}', sha256: '{sha}'}}]\nbindings: {{classifier: remote}}"
+        );
+        PluginConfig::parse_with_cache(&text, Path::new("."), &cache)
     };
-    let parsed = PluginConfig::parse_with_cache(
-        &config(&format!("{server}/old"), &digest),
-        Path::new("."),
-        &cache,
-    )
-    .expect("fetched");
+    let parsed = parse("old", &digest).expect("fetched");
     let path = &parsed.plugins[0].path;
     assert_eq!(path, &cache.join(format!("{digest}.wasm")));
     assert_eq!(std::fs::read(path).expect("cached"), bytes);
-    assert_eq!(
-        served.load(std::sync::atomic::Ordering::SeqCst),
-        2,
-        "a redirect and the file"
-    );
+    assert_eq!(served(), 2, "a redirect and the file");
     // The fetched plugin loads and classifies.
     let plugin = Plugin::load(
         &runtime(),
@@ -363,24 +353,10 @@ fn a_url_plugin_is_fetched_checked_and_cached() {
     .expect("loads");
     assert!(plugin.capabilities().contains(&Capability::Classifier));
     // Read again: from the cache, no request.
-    PluginConfig::parse_with_cache(
-        &config(&format!("{server}/p.wasm"), &digest),
-        Path::new("."),
-        &cache,
-    )
-    .expect("cached");
-    assert_eq!(
-        served.load(std::sync::atomic::Ordering::SeqCst),
-        2,
-        "served from the cache"
-    );
+    parse("p.wasm", &digest).expect("cached");
+    assert_eq!(served(), 2, "served from the cache");
     let wrong = "0".repeat(64);
-    let error = PluginConfig::parse_with_cache(
-        &config(&format!("{server}/p.wasm"), &wrong),
-        Path::new("."),
-        &cache,
-    )
-    .expect_err("digest mismatch");
+    let error = parse("p.wasm", &wrong).expect_err("digest mismatch");
     assert!(
         error.contains("plugins[0].url")
             && error.contains("sha256 mismatch")
@@ -391,11 +367,6 @@ fn a_url_plugin_is_fetched_checked_and_cached() {
         !cache.join(format!("{wrong}.wasm")).exists(),
         "a mismatch is not cached"
     );
-    let error = PluginConfig::parse_with_cache(
-        &config(&format!("{server}/gone.wasm"), &wrong),
-        Path::new("."),
-        &cache,
-    )
-    .expect_err("404");
+    let error = parse("gone.wasm", &wrong).expect_err("404");
     assert!(error.contains("404"), "{error}");
 }
