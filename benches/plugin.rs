@@ -78,6 +78,10 @@ fn classify(c: &mut Criterion) {
     group.bench_function("built-in", |b| {
         b.iter(|| BuiltinClassifier.classify(black_box(&failure)))
     });
+    // What marshalling cost through `Value`'s `Display`, for comparison.
+    group.bench_function("marshal via Display", |b| {
+        b.iter(|| black_box(&pod).to_string())
+    });
     group.bench_function("marshal only", |b| {
         b.iter(|| convert::failure(black_box(&failure)))
     });
