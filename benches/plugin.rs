@@ -5,8 +5,8 @@
 //!   `retry-budget` and Zig `exp-backoff` examples when built (`plugins/build c zig`);
 //! - `select` and `render` for the example pod: the Rust `chaos-router` example when built.
 //!
-//! Plugins are read from `target/plugins` (or `$KSTAGE_BENCH_PLUGINS`); a missing one is
-//! reported and left out.
+//! Plugins are read from `$KSTAGE_PLUGIN_OUT` (default `target/plugins`, resolved by
+//! `build.rs`, where `plugins/build` writes them); a missing one is reported and left out.
 
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
@@ -24,9 +24,7 @@ use serde_json::Value;
 mod fixtures;
 
 fn plugins_dir() -> PathBuf {
-    std::env::var_os("KSTAGE_BENCH_PLUGINS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/plugins"))
+    PathBuf::from(env!("KSTAGE_PLUGIN_OUT"))
 }
 
 fn load(runtime: &Arc<Runtime>, name: &str, bytes: &[u8]) -> Arc<Plugin> {

@@ -14,11 +14,9 @@ use kstage::clock::ManualClock;
 use kstage::template::{Renderer, SimEnv};
 use kstage::yaml;
 
+/// `$KSTAGE_KWOK_DIR`, else `../shared/kwok` (resolved by `build.rs`).
 fn kwok_dir() -> PathBuf {
-    std::env::var_os("KSTAGE_KWOK_DIR").map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/kwok"),
-        PathBuf::from,
-    )
+    PathBuf::from(env!("KSTAGE_KWOK_DIR"))
 }
 
 fn load(path: &Path) -> serde_json::Value {

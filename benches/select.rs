@@ -2,7 +2,8 @@
 //! `pod/general` Stage set (6 Stages, 17 jq requirements), plus the weight and delay of the
 //! Stage that matches, and one jq requirement forced through jaq for comparison.
 //!
-//! The corpus is read from `$KSTAGE_KWOK_CORPUS`, else `../shared/kwok` next to the crate.
+//! The corpus is read from `$KSTAGE_KWOK_DIR`, else `../shared/kwok` next to the crate
+//! (resolved by `build.rs`).
 
 use std::hint::black_box;
 use std::path::PathBuf;
@@ -15,9 +16,7 @@ use kstage::stage::value::{Delay, IntFrom, parse_go_time};
 use serde_json::{Value, json};
 
 fn corpus() -> PathBuf {
-    std::env::var_os("KSTAGE_KWOK_CORPUS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/kwok"))
+    PathBuf::from(env!("KSTAGE_KWOK_DIR"))
 }
 
 struct Compiled {

@@ -605,12 +605,9 @@ mod tests {
         assert!(errors(vec![empty_values]).is_empty());
     }
 
+    /// The corpus, as `build.rs` resolved it (`$KSTAGE_KWOK_DIR`).
     fn corpus_dir() -> std::path::PathBuf {
-        std::env::var_os("KSTAGE_KWOK_CORPUS")
-            .map(std::path::PathBuf::from)
-            .unwrap_or_else(|| {
-                std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/kwok")
-            })
+        std::path::PathBuf::from(env!("KSTAGE_KWOK_DIR"))
     }
 
     /// The Stages of a corpus set: (name, compiled selector, the Stage). Files of another

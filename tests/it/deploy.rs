@@ -104,10 +104,8 @@ fn the_cluster_role_grants_what_kstage_run_does() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(kstage_kubectl), ignore = "kubectl is not on PATH")]
 async fn kubectl_applies_the_manifests() {
-    if !crate::kubectl::kubectl_or_skip("the manifests were not applied") {
-        return;
-    }
     let server = ApiServer::start(Config::default()).await.expect("server");
     let dir = crate::scratch("deploy");
     let kubeconfig = dir.join("kubeconfig");

@@ -349,76 +349,36 @@ async fn a_stage_resource_changed_mid_run_reroutes_its_objects() {
     daemon.shutdown();
 }
 
-/// `kstage up ARGS --kubeconfig SCRATCH/kubeconfig` as a child process, its stderr lines
-/// read on a thread; killed when dropped.
+/// `kstage up ARGS --kubeconfig SCRATCH/kubeconfig` as a child process.
 struct Up {
-    child: std::process::Child,
-    lines: std::sync::mpsc::Receiver<String>,
-    /// Every line read so far.
-    seen: Vec<String>,
+    process: crate::process::Spawned,
     dir: std::path::PathBuf,
 }
 
 impl Up {
     fn start(tag: &str, args: &[&str]) -> Self {
-        use std::io::BufRead as _;
         let dir = crate::scratch(tag);
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kstage"))
-            .arg("up")
-            .args(args)
-            .arg("--kubeconfig")
-            .arg(dir.join("kubeconfig"))
-            .current_dir(crate::root())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("kstage up starts");
-        let stderr = child.stderr.take().expect("stderr");
-        let (tx, lines) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in std::io::BufReader::new(stderr)
-                .lines()
-                .map_while(Result::ok)
-            {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let kubeconfig = dir.join("kubeconfig").display().to_string();
+        let mut all = vec!["up"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["--kubeconfig", &kubeconfig]);
         Self {
-            child,
-            lines,
-            seen: Vec::new(),
+            process: crate::process::Spawned::start(&all),
             dir,
         }
     }
+}
 
-    /// Read lines until one satisfies `done` (true) or a minute passes (false).
-    fn wait_for(&mut self, done: impl Fn(&str) -> bool) -> bool {
-        let deadline = std::time::Instant::now() + Duration::from_secs(60);
-        loop {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(line) => {
-                    let found = done(&line);
-                    self.seen.push(line);
-                    if found {
-                        return true;
-                    }
-                }
-                Err(_) => return false,
-            }
-        }
-    }
-
-    fn said(&self) -> String {
-        self.seen.join("\n")
+impl std::ops::Deref for Up {
+    type Target = crate::process::Spawned;
+    fn deref(&self) -> &Self::Target {
+        &self.process
     }
 }
 
-impl Drop for Up {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+impl std::ops::DerefMut for Up {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.process
     }
 }
 
@@ -436,19 +396,6 @@ fn up_until(tag: &str, args: &[&str], done: impl Fn(&str) -> bool) -> Vec<String
     std::mem::take(&mut up.seen)
 }
 
-/// An example plugin of `target/plugins`, if built; missing, it fails the test in CI
-/// (`KSTAGE_REQUIRE_PLUGINS=1`) and says loudly elsewhere that `what` was skipped.
-fn example_plugin(file: &str, what: &str) -> Option<std::path::PathBuf> {
-    let plugin = crate::root().join("target/plugins").join(file);
-    if plugin.exists() {
-        return Some(plugin);
-    }
-    let required = std::env::var("KSTAGE_REQUIRE_PLUGINS").is_ok_and(|v| v == "1");
-    assert!(!required, "{} is missing", plugin.display());
-    eprintln!("\n!!! SKIPPED {what}: build the plugin with `plugins/build rust`\n");
-    None
-}
-
 /// `kstage up` as a process: the example nodes become Ready and the pods run.
 #[test]
 fn kstage_up_plays_the_examples() {
@@ -459,15 +406,30 @@ fn kstage_up_plays_the_examples() {
 
 /// `kstage up --config`: the Rust example plugin selects and renders the pod Stages.
 #[test]
+#[cfg_attr(
+    not(kstage_plugin = "chaos-router"),
+    ignore = "chaos-router.wasm not built: run plugins/build --install rust"
+)]
 fn kstage_up_plays_stages_through_a_plugin() {
-    if example_plugin("chaos-router.wasm", "kstage up --config").is_none() {
-        return;
-    }
+    // The example config with the component from the plugin folder.
+    let example = std::fs::read_to_string(crate::root().join("examples/plugins/config.yaml"))
+        .expect("example config");
+    let plugin = crate::plugin_path("chaos-router");
+    let config = crate::scratch("up-plugin-config").join("config.yaml");
+    std::fs::write(
+        &config,
+        example.replace(
+            "../../target/plugins/chaos-router.wasm",
+            &plugin.display().to_string(),
+        ),
+    )
+    .expect("config written");
+    let config = config.display().to_string();
     up_until(
         "up-plugin",
         &[
             "--config",
-            "examples/plugins/config.yaml",
+            &config,
             "--stages",
             "examples/plugins/stages.yaml",
             "--load",
@@ -859,10 +821,12 @@ spec:
 /// swaps the plugin in; a config naming a missing file is rejected and the running
 /// plugins stay, and the daemon keeps running.
 #[test]
+#[cfg_attr(
+    not(kstage_plugin = "chaos-router"),
+    ignore = "chaos-router.wasm not built: run plugins/build --install rust"
+)]
 fn sighup_reloads_the_plugin_config() {
-    let Some(plugin) = example_plugin("chaos-router.wasm", "the SIGHUP test") else {
-        return;
-    };
+    let plugin = crate::plugin_path("chaos-router");
     let config = crate::scratch("sighup-config").join("config.yaml");
     let write = |timeout: &str, path: &std::path::Path| {
         std::fs::write(

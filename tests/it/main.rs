@@ -12,16 +12,23 @@ mod golden;
 mod kubectl;
 mod plugin;
 mod plugin_sim;
+mod process;
 mod sim;
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
-/// The KWOK corpus: `$KSTAGE_KWOK_DIR`, else `../shared/kwok` beside the project.
+/// The KWOK corpus: `$KSTAGE_KWOK_DIR`, else `../shared/kwok` beside the project (as
+/// resolved by `build.rs`).
 pub fn kwok_dir() -> PathBuf {
-    std::env::var_os("KSTAGE_KWOK_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/kwok"))
+    PathBuf::from(env!("KSTAGE_KWOK_DIR"))
+}
+
+/// The example component `name` in the plugin folder `plugins/build` writes to
+/// (`$KSTAGE_PLUGIN_OUT`, default `target/plugins`, as resolved by `build.rs`). Tests that
+/// need one are `ignored` unless `cfg(kstage_plugin = "NAME")` says it was built.
+pub fn plugin_path(name: &str) -> PathBuf {
+    PathBuf::from(env!("KSTAGE_PLUGIN_OUT")).join(format!("{name}.wasm"))
 }
 
 /// A fresh scratch folder for a test, named by `tag` and the process.
