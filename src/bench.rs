@@ -88,6 +88,7 @@ pub async fn raw_patch(
 ) -> Result<RawPatchReport, BenchError> {
     let pods: Api<Pod> = Api::namespaced(client, &spec.namespace);
     let objects = spec.objects.max(1);
+    let post = PostParams::default();
     for i in 0..objects {
         let pod: Pod = serde_json::from_value(json!({
             "apiVersion": "v1", "kind": "Pod",
@@ -98,7 +99,7 @@ pub async fn raw_patch(
             what: "building a pod".into(),
             source: kube::Error::SerdeError(e),
         })?;
-        pods.create(&PostParams::default(), &pod)
+        idempotent(|| pods.create(&post, &pod), |e| api_code(e) == Some(409))
             .await
             .map_err(setup(format!("creating pod {}", pod_name(i))))?;
     }
@@ -155,15 +156,11 @@ pub async fn raw_patch(
         p50,
         p99,
     };
-    pods.delete_collection(
-        &DeleteParams {
-            grace_period_seconds: Some(0),
-            ..DeleteParams::default()
-        },
-        &ListParams::default().labels("app.kubernetes.io/managed-by=kstage-bench"),
-    )
-    .await
-    .map_err(setup("deleting the benchmark pods"))?;
+    let now = DeleteParams {
+        grace_period_seconds: Some(0),
+        ..DeleteParams::default()
+    };
+    delete_all(&pods, &now, spec.concurrency).await?;
     Ok(report)
 }
 
@@ -201,6 +198,41 @@ pub struct LifecycleReport {
     pub engine_started: Duration,
 }
 
+/// What a [`lifecycle`] run had measured when it stopped: every phase it finished.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Measured {
+    /// From the first creation until every node was Ready.
+    pub nodes_ready: Option<Duration>,
+    /// From the first creation until every pod was Running, and the p50 and p99 from a
+    /// pod's creation to its Running.
+    pub pods_running: Option<(Duration, Duration, Duration)>,
+    /// From the deletion request until every pod was gone.
+    pub deleted: Option<Duration>,
+    /// When the engine was started, from the first creation.
+    pub engine_started: Option<Duration>,
+}
+
+impl From<&LifecycleReport> for Measured {
+    fn from(r: &LifecycleReport) -> Self {
+        Self {
+            nodes_ready: Some(r.nodes_ready),
+            pods_running: Some((r.pods_running, r.p50, r.p99)),
+            deleted: Some(r.deleted),
+            engine_started: Some(r.engine_started),
+        }
+    }
+}
+
+/// A [`lifecycle`] run that did not finish: why, and what it measured before.
+#[derive(Debug, thiserror::Error)]
+#[error("{error}")]
+pub struct LifecycleFailure {
+    /// The phases finished before the failure.
+    pub measured: Measured,
+    /// Why it stopped.
+    pub error: LifecycleError,
+}
+
 /// Why [`lifecycle`] failed.
 #[derive(Debug, thiserror::Error)]
 pub enum LifecycleError {
@@ -212,6 +244,7 @@ pub enum LifecycleError {
     Timeout(Duration, String),
 }
 
+/// The label selector of every object a benchmark creates.
 const BENCH_LABEL: &str = "app.kubernetes.io/managed-by=kstage-bench";
 
 /// What the watchers saw.
@@ -235,7 +268,7 @@ pub async fn lifecycle(
     spec: &Lifecycle,
     start_engine: impl FnOnce() + Send,
     progress: impl Fn(&str) + Send + Sync + 'static,
-) -> Result<LifecycleReport, LifecycleError> {
+) -> Result<LifecycleReport, LifecycleFailure> {
     use futures_util::StreamExt as _;
     use k8s_openapi::api::core::v1::Node;
     use kube::runtime::{WatchStreamExt as _, watcher};
@@ -306,27 +339,28 @@ pub async fn lifecycle(
             })
     };
     let watches = [tokio::spawn(node_watch), tokio::spawn(pod_watch)];
+    let mut measured = Measured::default();
     let result = lifecycle_run(
         &nodes_api,
         &pods_api,
         spec,
-        &seen,
-        &changed,
+        (&seen, &changed),
         start_engine,
         &progress,
+        &mut measured,
     )
-    .await;
+    .await
+    .map_err(|error| LifecycleFailure { measured, error });
     for w in watches {
         w.abort();
     }
     // Clean up what is left, whatever happened.
-    let all = ListParams::default().labels(BENCH_LABEL);
     let now = DeleteParams {
         grace_period_seconds: Some(0),
         ..DeleteParams::default()
     };
-    let _ = pods_api.delete_collection(&now, &all).await;
-    let _ = nodes_api.delete_collection(&now, &all).await;
+    let _ = delete_all(&pods_api, &now, spec.concurrency).await;
+    let _ = delete_all(&nodes_api, &now, spec.concurrency).await;
     result
 }
 
@@ -334,10 +368,10 @@ async fn lifecycle_run(
     nodes_api: &Api<k8s_openapi::api::core::v1::Node>,
     pods_api: &Api<Pod>,
     spec: &Lifecycle,
-    seen: &std::sync::Mutex<Seen>,
-    changed: &tokio::sync::Notify,
+    (seen, changed): (&std::sync::Mutex<Seen>, &tokio::sync::Notify),
     start_engine: impl FnOnce(),
     progress: &(impl Fn(&str) + Send + Sync),
+    measured: &mut Measured,
 ) -> Result<LifecycleReport, LifecycleError> {
     let snapshot = |f: &dyn Fn(&Seen) -> usize| {
         f(&seen
@@ -369,9 +403,15 @@ async fn lifecycle_run(
     })
     .await?;
     let engine_started = start.elapsed();
+    measured.engine_started = Some(engine_started);
     start_engine();
     let mut last_report = Instant::now();
     loop {
+        measured.nodes_ready = seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .nodes_ready_at
+            .map(|t| t.saturating_duration_since(start));
         let ready = snapshot(&|s| s.ready_nodes.len());
         let running = snapshot(&|s| s.running.len());
         if last_report.elapsed() >= Duration::from_secs(1) {
@@ -422,16 +462,12 @@ async fn lifecycle_run(
             .collect()
     };
     let [p50, p99] = quantiles(latencies, [0.5, 0.99]);
+    measured.nodes_ready = Some(nodes_ready.unwrap_or(pods_running));
+    measured.pods_running = Some((pods_running, p50, p99));
     // Delete the pods as a user would (gracefully: the engine finishes them off).
     let deleting = Instant::now();
     let deadline = deleting + spec.timeout;
-    pods_api
-        .delete_collection(
-            &DeleteParams::default(),
-            &ListParams::default().labels(BENCH_LABEL),
-        )
-        .await
-        .map_err(setup("deleting the pods"))?;
+    delete_all(pods_api, &DeleteParams::default(), spec.concurrency).await?;
     loop {
         let left = snapshot(&|s| s.pods.len());
         if left == 0 {
@@ -481,7 +517,7 @@ where
 {
     use futures_util::StreamExt as _;
     let sending = &sending;
-    let results: Vec<Result<K, BenchError>> = futures_util::stream::iter(objects)
+    let results: Vec<Result<(), BenchError>> = futures_util::stream::iter(objects)
         .map(|body| async move {
             let name = body
                 .pointer("/metadata/name")
@@ -493,14 +529,102 @@ where
                 source: kube::Error::SerdeError(e),
             })?;
             sending(&name);
-            api.create(&PostParams::default(), &object)
+            let post = PostParams::default();
+            idempotent(|| api.create(&post, &object), |e| api_code(e) == Some(409))
                 .await
+                .map(drop)
                 .map_err(setup(format!("creating {name}")))
         })
         .buffer_unordered(concurrency.max(1))
         .collect()
         .await;
-    results.into_iter().try_for_each(|r| r.map(drop))
+    results.into_iter().collect()
+}
+
+/// Whether `e` is a transport failure (the connection reset, closed before the answer,
+/// timed out) rather than an answer of the server.
+fn transport_error(e: &kube::Error) -> bool {
+    matches!(
+        e,
+        kube::Error::HyperError(_) | kube::Error::Service(_) | kube::Error::ReadEvents(_)
+    )
+}
+
+/// Attempts of an idempotent request before a transport error is given up on.
+const ATTEMPTS: u32 = 5;
+
+/// Send an idempotent request, again after a transport error (up to [`ATTEMPTS`] times,
+/// 100 ms, 200 ms, ... apart). `already` says whether an API error of a retried attempt
+/// means an earlier attempt did it (a create's 409, a delete's 404): then it is success.
+async fn idempotent<T, F>(
+    mut send: impl FnMut() -> F,
+    already: impl Fn(&kube::Error) -> bool,
+) -> Result<Option<T>, kube::Error>
+where
+    F: std::future::Future<Output = Result<T, kube::Error>>,
+{
+    let mut attempt = 1;
+    loop {
+        match send().await {
+            Ok(t) => return Ok(Some(t)),
+            Err(e) if attempt > 1 && already(&e) => return Ok(None),
+            Err(e) if transport_error(&e) && attempt < ATTEMPTS => {
+                tokio::time::sleep(Duration::from_millis(100 << (attempt - 1))).await;
+                attempt += 1;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+fn api_code(e: &kube::Error) -> Option<u16> {
+    match e {
+        kube::Error::Api(status) => Some(status.code),
+        _ => None,
+    }
+}
+
+/// Delete every object of `api` labelled as the benchmark's, one request per object
+/// with `concurrency` in flight (a real server ends one `deletecollection` of many
+/// thousands of objects with its request timeout). Gone already is fine.
+async fn delete_all<K>(
+    api: &Api<K>,
+    params: &DeleteParams,
+    concurrency: usize,
+) -> Result<(), BenchError>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    use futures_util::StreamExt as _;
+    let mut names = Vec::new();
+    let mut list = ListParams::default().labels(BENCH_LABEL).limit(500);
+    loop {
+        let page = idempotent(|| api.list_metadata(&list), |_| false)
+            .await
+            .map_err(setup("listing the benchmark objects"))?
+            .unwrap_or_else(|| kube::core::ObjectList {
+                types: Default::default(),
+                metadata: Default::default(),
+                items: Vec::new(),
+            });
+        names.extend(page.items.into_iter().filter_map(|o| o.metadata.name));
+        match page.metadata.continue_ {
+            Some(token) if !token.is_empty() => list = list.continue_token(&token),
+            _ => break,
+        }
+    }
+    let results: Vec<Result<(), BenchError>> = futures_util::stream::iter(names)
+        .map(|name| async move {
+            match idempotent(|| api.delete(&name, params), |e| api_code(e) == Some(404)).await {
+                Ok(_) => Ok(()),
+                Err(e) if api_code(&e) == Some(404) => Ok(()),
+                Err(e) => Err(setup(format!("deleting {name}"))(e)),
+            }
+        })
+        .buffer_unordered(concurrency.max(1))
+        .collect()
+        .await;
+    results.into_iter().collect()
 }
 
 /// The failure plugin benchmarks classify (`kstage plugin bench`, `benches/plugin.rs`):

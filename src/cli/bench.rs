@@ -255,14 +255,21 @@ pub(super) fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             {
                 daemon.shutdown();
             }
-            let report = report?;
+            let (measured, error) = match &report {
+                Ok(report) => (crate::bench::Measured::from(report), None),
+                Err(failure) => (failure.measured.clone(), Some(&failure.error)),
+            };
             // The engine's busy time: from its start (all objects waiting with
             // --backlog) until all pods Running, and the deletion.
-            let busy = report.pods_running.saturating_sub(if args.backlog {
-                report.engine_started
-            } else {
-                Duration::ZERO
-            }) + report.deleted;
+            let busy = measured
+                .pods_running
+                .map_or(Duration::ZERO, |(running, _, _)| running)
+                .saturating_sub(if args.backlog {
+                    measured.engine_started.unwrap_or_default()
+                } else {
+                    Duration::ZERO
+                })
+                + measured.deleted.unwrap_or_default();
             let engine = match writes {
                 Some(writes) => {
                     let rate = writes as f64 / busy.as_secs_f64().max(1e-9);
@@ -290,24 +297,32 @@ pub(super) fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
                 ),
                 None => "not measured (give --engine-pid)".to_owned(),
             };
+            let secs = |d: Option<Duration>| {
+                d.map_or_else(|| "(not reached)".to_owned(), |d| format!("in {:.2} s", d.as_secs_f64()))
+            };
             super::print(&format!(
-                "lifecycle: {} nodes Ready in {:.2} s, {} pods Running in {:.2} s (create to Running p50 {:.0} ms, p99 {:.0} ms), deleted in {:.2} s{}\n  engine: {engine}{usage}\n",
+                "lifecycle: {} nodes Ready {}, {} pods Running {}{}, deleted {}{}\n  engine: {engine}{usage}\n",
                 spec.nodes,
-                report.nodes_ready.as_secs_f64(),
+                secs(measured.nodes_ready),
                 spec.pods,
-                report.pods_running.as_secs_f64(),
-                report.p50.as_secs_f64() * 1e3,
-                report.p99.as_secs_f64() * 1e3,
-                report.deleted.as_secs_f64(),
-                if args.backlog {
-                    format!(
+                secs(measured.pods_running.map(|(running, _, _)| running)),
+                measured.pods_running.map_or_else(String::new, |(_, p50, p99)| format!(
+                    " (create to Running p50 {:.0} ms, p99 {:.0} ms)",
+                    p50.as_secs_f64() * 1e3,
+                    p99.as_secs_f64() * 1e3
+                )),
+                secs(measured.deleted),
+                match (args.backlog, measured.engine_started) {
+                    (true, Some(at)) => format!(
                         "; the engine started after the last creation, at {:.2} s",
-                        report.engine_started.as_secs_f64()
-                    )
-                } else {
-                    String::new()
+                        at.as_secs_f64()
+                    ),
+                    _ => String::new(),
                 },
             ))?;
+            if let Some(error) = error {
+                anyhow::bail!("the lifecycle benchmark stopped: {error} (the figures above are what it measured before)");
+            }
         }
         drop(server);
         anyhow::Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
