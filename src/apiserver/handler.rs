@@ -493,23 +493,56 @@ fn list(
     if let Some(after) = &listed.more_after {
         metadata["continue"] = json!(encode_continue(listed.rv, after));
     }
-    // Written piece by piece: the items are not copied into one big value.
-    let mut out = Vec::with_capacity(256 + listed.items.len() * 1024);
+    reply::json_bytes(
+        StatusCode::OK,
+        list_json(resource, &metadata, &listed.items),
+    )
+}
+
+/// A `<Kind>List` of `items`, written piece by piece: the items are not copied into one
+/// big value.
+fn list_json(resource: &Resource, metadata: &Value, items: &[Arc<Value>]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(256 + items.len() * 1024);
     out.extend_from_slice(b"{\"kind\":");
     let _ = serde_json::to_writer(&mut out, &format!("{}List", resource.kind));
     out.extend_from_slice(b",\"apiVersion\":");
     let _ = serde_json::to_writer(&mut out, &resource.api_version());
     out.extend_from_slice(b",\"metadata\":");
-    let _ = serde_json::to_writer(&mut out, &metadata);
+    let _ = serde_json::to_writer(&mut out, metadata);
     out.extend_from_slice(b",\"items\":[");
-    for (i, item) in listed.items.iter().enumerate() {
+    for (i, item) in items.iter().enumerate() {
         if i > 0 {
             out.push(b',');
         }
-        let _ = serde_json::to_writer(&mut out, &**item);
+        write_list_item(&mut out, item);
     }
     out.extend_from_slice(b"]}");
-    reply::json_bytes(StatusCode::OK, out)
+    out
+}
+
+/// One item of a list as kube-apiserver writes it: without `apiVersion` and `kind` (the
+/// list carries them once; only watch events' objects have their own). Clients that take
+/// an item's kind from the item itself break against a real server, so they break here too.
+fn write_list_item(out: &mut Vec<u8>, item: &Value) {
+    let Value::Object(fields) = item else {
+        let _ = serde_json::to_writer(&mut *out, item);
+        return;
+    };
+    out.push(b'{');
+    let mut first = true;
+    for (key, value) in fields {
+        if key == "apiVersion" || key == "kind" {
+            continue;
+        }
+        if !first {
+            out.push(b',');
+        }
+        first = false;
+        let _ = serde_json::to_writer(&mut *out, key);
+        out.push(b':');
+        let _ = serde_json::to_writer(&mut *out, value);
+    }
+    out.push(b'}');
 }
 
 fn encode_continue(rv: u64, after: &ObjectKey) -> String {
@@ -841,13 +874,6 @@ fn delete_collection(
             items.push(o);
         }
     }
-    reply::json(
-        StatusCode::OK,
-        &json!({
-            "kind": format!("{}List", resource.kind),
-            "apiVersion": resource.api_version(),
-            "metadata": {"resourceVersion": server.state.resource_version().to_string()},
-            "items": items.iter().map(|o| &**o).collect::<Vec<&Value>>(),
-        }),
-    )
+    let metadata = json!({"resourceVersion": server.state.resource_version().to_string()});
+    reply::json_bytes(StatusCode::OK, list_json(resource, &metadata, &items))
 }

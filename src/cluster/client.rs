@@ -93,7 +93,7 @@ impl KubeCluster {
             let Some(api) = cluster.watchable(&node_ref(), &tx).await else {
                 return;
             };
-            let events = events(api, node_config(&cluster.managed)).boxed();
+            let events = events(api, node_config(&cluster.managed), &node_ref()).boxed();
             crate::lease::track_nodes(events, cluster.managed.clone(), out).await;
         })
     }
@@ -262,12 +262,25 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     parts.join(": ")
 }
 
-/// The events of one watcher: a relist is gathered into one [`WatchEvent::Restarted`];
-/// errors are retried with backoff (and logged at debug level).
+/// The events of one watcher of `resource`: a relist is gathered into one
+/// [`WatchEvent::Restarted`]; errors are retried with backoff (and logged at debug level).
+///
+/// Every object is given `resource`'s `apiVersion` and `kind`: a real API server leaves
+/// them out of list items (only watch events carry them), and everything downstream
+/// (object keys, the engine, IP pools, node gates) identifies objects by them.
 fn events(
     api: Api<DynamicObject>,
     config: watcher::Config,
-) -> impl futures_util::Stream<Item = WatchEvent> + Send {
+    resource: &ResourceRef,
+) -> impl futures_util::Stream<Item = WatchEvent> + Send + use<> {
+    let types = kube::api::TypeMeta {
+        api_version: resource.api_group.clone(),
+        kind: resource.kind.clone(),
+    };
+    let to_value = move |mut o: DynamicObject| {
+        o.types = Some(types.clone());
+        to_value(o)
+    };
     let mut relist: Vec<Arc<Value>> = Vec::new();
     watcher(api, config)
         .default_backoff()
@@ -470,15 +483,15 @@ impl Cluster for KubeCluster {
             }
             let stream: BoxStream<'static, WatchEvent> = if core("Node") {
                 let selection = selection.clone();
-                events(api, node_config(&selection))
+                events(api, node_config(&selection), &resource)
                     .map(move |event| select_nodes(&selection, event))
                     .boxed()
             } else if core("Pod") && selection.gates_pods() {
                 let Some(node_api) = cluster.watchable(&node_ref(), &tx).await else {
                     return;
                 };
-                let nodes = events(node_api, node_config(&selection)).map(Side::Node);
-                let pods = events(api, object_config).map(Side::Pod);
+                let nodes = events(node_api, node_config(&selection), &node_ref()).map(Side::Node);
+                let pods = events(api, object_config, &resource).map(Side::Pod);
                 let mut gate = PodGate::default();
                 let selection = selection.clone();
                 futures_util::stream::select(nodes, pods)
@@ -501,7 +514,7 @@ impl Cluster for KubeCluster {
                 {
                     config = config.fields(&fields);
                 }
-                events(api, config).boxed()
+                events(api, config, &resource).boxed()
             };
             // With node leases, only the objects of the nodes this replica holds.
             let mut stream = match (&cluster.held, core("Node") || core("Pod")) {

@@ -13,6 +13,7 @@ mod kubectl;
 mod plugin;
 mod plugin_sim;
 mod process;
+mod remote;
 mod sim;
 
 use std::path::PathBuf;
