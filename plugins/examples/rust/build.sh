@@ -19,7 +19,10 @@ unset RUSTFLAGS CARGO_ENCODED_RUSTFLAGS CARGO_BUILD_RUSTFLAGS RUSTC_WRAPPER \
 export RUSTC=/usr/bin/rustc RUSTC_BOOTSTRAP=1
 # Panic messages embed source paths: map the checkout and cargo's home to fixed names so
 # that the component's bytes (and its sha256) do not depend on where they live.
-cargo_home="${CARGO_HOME:-$HOME/.cargo}"
+# Its own cargo home (package cache and its locks), so that a build beside it, such as
+# CI's kstage build, never holds this one waiting.
+export CARGO_HOME="${KSTAGE_TOOLS:-$HOME/.cache/kstage-tools}/cargo-home"
+cargo_home="$CARGO_HOME"
 export CARGO_ENCODED_RUSTFLAGS="--remap-path-prefix=$repo=/kstage"$'\x1f'"--remap-path-prefix=$cargo_home=/cargo"
 
 /usr/bin/cargo build \
