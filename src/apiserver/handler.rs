@@ -100,9 +100,18 @@ fn authorized(headers: &HeaderMap, token: &str) -> bool {
 
 /// The Kubernetes version the server reports.
 fn version() -> Value {
+    let minor = super::KUBERNETES_VERSION
+        .trim_start_matches("v1.")
+        .split('.')
+        .next()
+        .unwrap_or("36");
     json!({
         "major": "1",
-        "minor": super::KUBERNETES_VERSION.trim_start_matches("v1.").split('.').next().unwrap_or("33"),
+        "minor": minor,
+        "emulationMajor": "1",
+        "emulationMinor": minor,
+        "minCompatibilityMajor": "1",
+        "minCompatibilityMinor": minor.parse::<u32>().map_or_else(|_| minor.to_owned(), |m| m.saturating_sub(1).to_string()),
         "gitVersion": format!("{}+kstage", super::KUBERNETES_VERSION),
         "gitCommit": "",
         "gitTreeState": "clean",
@@ -436,7 +445,20 @@ fn list(
         Ok(f) => f,
         Err(r) => return r,
     };
-    let limit: usize = query.get("limit").and_then(|l| l.parse().ok()).unwrap_or(0);
+    // As kube-apiserver (Go's strconv): a `limit` that is not a number is a 400.
+    let limit: usize = match query.get("limit") {
+        None => 0,
+        Some(l) => match l.parse::<i64>() {
+            Ok(n) => usize::try_from(n).unwrap_or(0),
+            Err(_) => {
+                return reply::error(
+                    400,
+                    &format!("strconv.ParseInt: parsing {l:?}: invalid syntax"),
+                    None,
+                );
+            }
+        },
+    };
     let (after, at) = match query.get("continue") {
         None => (None, None),
         Some(token) => match decode_continue(token) {
@@ -748,9 +770,17 @@ fn patch(
     if patch_type == PatchType::Apply {
         if query.get("fieldManager").is_none() {
             return reply::error(
-                400,
+                422,
                 "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
-                None,
+                Some(json!({
+                    "group": "meta.k8s.io",
+                    "kind": "PatchOptions",
+                    "causes": [{
+                        "field": "fieldManager",
+                        "message": "Required value: is required for apply patch",
+                        "reason": "FieldValueRequired",
+                    }],
+                })),
             );
         }
         let object = match conformed(

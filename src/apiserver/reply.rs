@@ -51,7 +51,8 @@ pub fn stream(rx: mpsc::Receiver<Bytes>) -> Response<Body> {
     response
 }
 
-/// A `Status` body for an error.
+/// A `Status` body for an error; an empty `reason` is left out (as kube-apiserver does
+/// for an internal error).
 pub fn status_body(code: u16, reason: &str, message: &str, details: Option<Value>) -> Value {
     let mut status = json!({
         "kind": "Status",
@@ -59,9 +60,11 @@ pub fn status_body(code: u16, reason: &str, message: &str, details: Option<Value
         "metadata": {},
         "status": "Failure",
         "message": message,
-        "reason": reason,
         "code": code,
     });
+    if !reason.is_empty() {
+        status["reason"] = json!(reason);
+    }
     if let Some(d) = details {
         status["details"] = d;
     }
@@ -70,11 +73,7 @@ pub fn status_body(code: u16, reason: &str, message: &str, details: Option<Value
 
 /// An error response with a `Status` body.
 pub fn error(code: u16, message: &str, details: Option<Value>) -> Response<Body> {
-    let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    json(
-        status,
-        &status_body(code, status_reason(code), message, details),
-    )
+    error_with_reason(code, status_reason(code), message, details)
 }
 
 /// 404 for a path that names no resource.
@@ -98,8 +97,37 @@ pub fn qualified(resource: &Resource) -> String {
 /// The response to a store error about object `name` of `resource`.
 pub fn api_error(resource: &Resource, name: &str, e: &ApiError) -> Response<Body> {
     let what = qualified(resource);
-    let details = json!({"name": name, "group": resource.group, "kind": resource.plural});
+    // As kube-apiserver: the group only when there is one.
+    let mut details = json!({"name": name, "kind": resource.plural});
+    if !resource.group.is_empty() {
+        details["group"] = json!(resource.group);
+    }
     let message = match e {
+        ApiError::FieldInvalid {
+            field,
+            reason,
+            message,
+        } => {
+            let mut details = json!({
+                "name": name,
+                "kind": resource.kind,
+                "causes": [{"field": field, "message": message, "reason": reason}],
+            });
+            if !resource.group.is_empty() {
+                details["group"] = json!(resource.group);
+            }
+            let message = format!("{} {name:?} is invalid: {field}: {message}", resource.kind);
+            return error_with_reason(422, "Invalid", &message, Some(details));
+        }
+        // kube-apiserver says no more than this of a JSON patch that did not apply.
+        ApiError::PatchFailed(_) => {
+            return error_with_reason(
+                422,
+                "Invalid",
+                "the server rejected our request due to an error in our request",
+                Some(json!({})),
+            );
+        }
         ApiError::NotFound(_) => format!("{what} {name:?} not found"),
         ApiError::AlreadyExists(_) => format!("{what} {name:?} already exists"),
         ApiError::Conflict(_) => format!(
@@ -112,7 +140,22 @@ pub fn api_error(resource: &Resource, name: &str, e: &ApiError) -> Response<Body
             accepted_patch_types(resource)
         ),
     };
-    error(e.status(), &message, Some(details))
+    let reason = match e {
+        ApiError::AlreadyExists(_) => "AlreadyExists",
+        _ => crate::cluster::status_reason(e.status()),
+    };
+    error_with_reason(e.status(), reason, &message, Some(details))
+}
+
+/// An error response with a `Status` body and the given `reason`.
+pub fn error_with_reason(
+    code: u16,
+    reason: &str,
+    message: &str,
+    details: Option<Value>,
+) -> Response<Body> {
+    let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    json(status, &status_body(code, reason, message, details))
 }
 
 /// The PATCH content types a resource accepts.

@@ -452,12 +452,19 @@ impl Registry {
             .resources(group, version)
             .flat_map(|r| r.discovery())
             .collect();
-        Some(json!({
+        let mut list = json!({
             "kind": "APIResourceList",
             "apiVersion": "v1",
             "groupVersion": group_version,
             "resources": resources,
-        }))
+        });
+        // kube-apiserver's `/api/v1` has no apiVersion; the `/apis/G/V` documents do.
+        if group_version == "v1"
+            && let Some(list) = list.as_object_mut()
+        {
+            list.remove("apiVersion");
+        }
+        Some(list)
     }
 }
 

@@ -53,7 +53,20 @@ pub fn start(
         None | Some("0") => None,
         Some(rv) => match rv.parse::<u64>() {
             Ok(rv) => Some(rv),
-            Err(_) => return reply::error(400, &format!("invalid resource version {rv:?}"), None),
+            // kube-apiserver's answer, a 500 without a reason.
+            Err(_) => {
+                return reply::json(
+                    http::StatusCode::INTERNAL_SERVER_ERROR,
+                    &reply::status_body(
+                        500,
+                        "",
+                        &format!(
+                            "resourceVersion: Invalid value: {rv:?}: strconv.ParseUint: parsing {rv:?}: invalid syntax"
+                        ),
+                        None,
+                    ),
+                );
+            }
         },
     };
     let timeout = query

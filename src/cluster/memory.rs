@@ -214,6 +214,7 @@ impl MemoryStore {
         self.default_namespace(&mut object);
         let key = ObjectKey::of(&object)
             .ok_or_else(|| ApiError::BadRequest("object has no name".into()))?;
+        validate_name(&key)?;
         if self.objects.contains_key(&key) {
             return Err(ApiError::AlreadyExists(key.to_string()));
         }
@@ -225,7 +226,9 @@ impl MemoryStore {
             meta.insert("uid".into(), json!(uid));
             meta.insert("resourceVersion".into(), json!(rv));
             meta.insert("creationTimestamp".into(), json!(now));
-            meta.insert("generation".into(), json!(1));
+            if tracks_generation(&key) {
+                meta.insert("generation".into(), json!(1));
+            }
             meta.remove("deletionTimestamp");
         }
         if key.api_version == "v1" {
@@ -252,7 +255,10 @@ impl MemoryStore {
             .objects
             .get(key)
             .ok_or_else(|| ApiError::NotFound(key.to_string()))?;
-        let invalid = |e: patch::PatchError| ApiError::Invalid(e.to_string());
+        let invalid = |e: patch::PatchError| match patch_type {
+            PatchType::Json => ApiError::PatchFailed(e.to_string()),
+            _ => ApiError::Invalid(e.to_string()),
+        };
         let status_only = patch_type != PatchType::Json
             && data
                 .as_object()
@@ -450,7 +456,7 @@ impl MemoryStore {
                 changed: false,
             };
         }
-        if new.get("spec") != old.get("spec") {
+        if new.get("spec") != old.get("spec") && tracks_generation(key) {
             let generation = old
                 .pointer("/metadata/generation")
                 .and_then(Value::as_i64)
@@ -648,6 +654,83 @@ fn restore_immutable(old: &Value, new: &mut Value) {
     } else {
         meta.remove("deletionTimestamp");
     }
+}
+
+/// Whether kube-apiserver keeps `metadata.generation` for this kind: every kind but those
+/// whose strategy leaves it out (nodes, events, namespaces, config and RBAC kinds,
+/// leases). Custom resources always have one.
+fn tracks_generation(key: &ObjectKey) -> bool {
+    let without = match key.api_version.as_str() {
+        "v1" => matches!(
+            key.kind.as_str(),
+            "Node"
+                | "Event"
+                | "Namespace"
+                | "ConfigMap"
+                | "Secret"
+                | "Service"
+                | "ServiceAccount"
+                | "Endpoints"
+        ),
+        "events.k8s.io/v1" | "coordination.k8s.io/v1" => true,
+        v => v.starts_with("rbac.authorization.k8s.io/"),
+    };
+    !without
+}
+
+/// The regular expression kube-apiserver quotes for a DNS subdomain.
+const SUBDOMAIN_PATTERN: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
+/// The regular expression kube-apiserver quotes for a DNS label.
+const LABEL_PATTERN: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
+
+/// An object's name as kube-apiserver validates it: a DNS label (63 characters) for
+/// Namespaces, a DNS subdomain (253) for the other built-in kinds, a path segment (no
+/// `/` or `%`, not `.` or `..`) for custom resources; with its messages.
+fn validate_name(key: &ObjectKey) -> Result<(), ApiError> {
+    let name = key.name.as_str();
+    let invalid = |why: String| ApiError::FieldInvalid {
+        field: "metadata.name",
+        reason: "FieldValueInvalid",
+        message: format!("Invalid value: {name:?}: {why}"),
+    };
+    let label_ok = |l: &str| {
+        !l.is_empty()
+            && l.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+    };
+    if key.api_version == "v1" && key.kind == "Namespace" {
+        if name.len() > 63 {
+            return Err(invalid("must be no more than 63 characters".into()));
+        }
+        if !label_ok(name) {
+            return Err(invalid(format!(
+                "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '{LABEL_PATTERN}')"
+            )));
+        }
+        return Ok(());
+    }
+    if crate::cluster::is_builtin(&key.api_version) {
+        if name.len() > 253 {
+            return Err(invalid("must be no more than 253 characters".into()));
+        }
+        if !name.split('.').all(label_ok) {
+            return Err(invalid(format!(
+                "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '{SUBDOMAIN_PATTERN}')"
+            )));
+        }
+        return Ok(());
+    }
+    if name == "." || name == ".." {
+        return Err(invalid(format!("may not be '{name}'")));
+    }
+    for bad in ["/", "%"] {
+        if name.contains(bad) {
+            return Err(invalid(format!("may not contain '{bad}'")));
+        }
+    }
+    Ok(())
 }
 
 /// A new Pod starts `Pending`, a new Namespace `Active`.

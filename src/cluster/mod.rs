@@ -92,7 +92,9 @@ impl From<ApiError> for ClusterError {
             ApiError::NotFound(_) => "NotFound",
             ApiError::AlreadyExists(_) => "AlreadyExists",
             ApiError::Conflict(_) => "Conflict",
-            ApiError::Invalid(_) => "Invalid",
+            ApiError::Invalid(_) | ApiError::FieldInvalid { .. } | ApiError::PatchFailed(_) => {
+                "Invalid"
+            }
             ApiError::BadRequest(_) => "BadRequest",
             ApiError::UnsupportedMediaType(_) => "UnsupportedMediaType",
             ApiError::Forbidden(_) => "Forbidden",
@@ -207,6 +209,13 @@ impl fmt::Display for ObjectKey {
     }
 }
 
+/// Whether `api_version` belongs to a group Kubernetes itself serves (the core group, the
+/// dotless groups such as `apps`, and `*.k8s.io`), rather than to a custom resource's.
+pub fn is_builtin(api_version: &str) -> bool {
+    let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+    group.is_empty() || !group.contains('.') || group.ends_with(".k8s.io")
+}
+
 /// Whether objects of a built-in kind live in a namespace. Unknown kinds (custom
 /// resources) are taken as namespaced unless they carry no namespace.
 pub fn is_cluster_scoped(api_version: &str, kind: &str) -> bool {
@@ -264,6 +273,21 @@ pub enum ApiError {
     /// 422: the object or patch is invalid.
     #[error("invalid: {0}")]
     Invalid(String),
+    /// 422: one field of the object is invalid, as kube-apiserver's field validation
+    /// reports it (a `details.causes` entry).
+    #[error("invalid: {field}: {message}")]
+    FieldInvalid {
+        /// The field's path, e.g. `metadata.name`.
+        field: &'static str,
+        /// The cause's reason, e.g. `FieldValueInvalid`.
+        reason: &'static str,
+        /// What is wrong, e.g. `Invalid value: "a/b": ...`.
+        message: String,
+    },
+    /// 422: a JSON patch could not be applied (a `test` that failed, a path that is not
+    /// there); kube-apiserver answers it without detail, the detail is kept here.
+    #[error("the JSON patch could not be applied: {0}")]
+    PatchFailed(String),
     /// 400: the request is malformed.
     #[error("bad request: {0}")]
     BadRequest(String),
@@ -281,7 +305,7 @@ impl ApiError {
         match self {
             ApiError::NotFound(_) => 404,
             ApiError::AlreadyExists(_) | ApiError::Conflict(_) => 409,
-            ApiError::Invalid(_) => 422,
+            ApiError::Invalid(_) | ApiError::FieldInvalid { .. } | ApiError::PatchFailed(_) => 422,
             ApiError::BadRequest(_) => 400,
             ApiError::UnsupportedMediaType(_) => 415,
             ApiError::Forbidden(_) => 403,

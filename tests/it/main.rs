@@ -3,6 +3,7 @@
 
 mod apiserver;
 mod cli;
+mod conformance;
 mod deploy;
 mod e2e;
 mod engine;
