@@ -178,6 +178,9 @@ pub struct Lifecycle {
     pub timeout: Duration,
     /// Namespace of the pods (must exist).
     pub namespace: String,
+    /// Bind the pods round robin to the first this many nodes (0: all of them); KWOK's
+    /// benchmark puts every pod on one node.
+    pub pod_nodes: usize,
 }
 
 /// What [`lifecycle`] measured.
@@ -390,7 +393,11 @@ async fn lifecycle_run(
     create_all(nodes_api, nodes, spec.concurrency, |_| {}).await?;
     let created: std::sync::Mutex<HashMap<String, Instant>> = std::sync::Mutex::default();
     let pods = (0..spec.pods).map(|i| {
-        let node = &node_names[i % node_names.len().max(1)];
+        let bound = match spec.pod_nodes {
+            0 => node_names.len(),
+            n => n.min(node_names.len()),
+        };
+        let node = &node_names[i % bound.max(1)];
         json!({"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": format!("kstage-bench-pod-{i}"), "labels": label},
             "spec": {"nodeName": node, "containers": [{"name": "c", "image": "busybox"}]}})

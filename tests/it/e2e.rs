@@ -463,6 +463,7 @@ async fn the_lifecycle_benchmark_measures_and_cleans_up() {
         concurrency: 8,
         timeout: Duration::from_secs(60),
         namespace: "default".into(),
+        pod_nodes: 0,
     };
     let report = kstage::bench::lifecycle(
         kube::Client::try_from(config).expect("client"),
