@@ -606,14 +606,13 @@ where
     let mut names = Vec::new();
     let mut list = ListParams::default().labels(BENCH_LABEL).limit(500);
     loop {
-        let page = idempotent(|| api.list_metadata(&list), |_| false)
+        // A list has no "done already": `None` never comes.
+        let Some(page) = idempotent(|| api.list_metadata(&list), |_| false)
             .await
             .map_err(setup("listing the benchmark objects"))?
-            .unwrap_or_else(|| kube::core::ObjectList {
-                types: Default::default(),
-                metadata: Default::default(),
-                items: Vec::new(),
-            });
+        else {
+            break;
+        };
         names.extend(page.items.into_iter().filter_map(|o| o.metadata.name));
         match page.metadata.continue_ {
             Some(token) if !token.is_empty() => list = list.continue_token(&token),

@@ -97,25 +97,23 @@ pub fn qualified(resource: &Resource) -> String {
 /// The response to a store error about object `name` of `resource`.
 pub fn api_error(resource: &Resource, name: &str, e: &ApiError) -> Response<Body> {
     let what = qualified(resource);
-    // As kube-apiserver: the group only when there is one.
-    let mut details = json!({"name": name, "kind": resource.plural});
-    if !resource.group.is_empty() {
-        details["group"] = json!(resource.group);
-    }
+    // As kube-apiserver: the group only when there is one; `kind` is the plural, but
+    // the Kind for a validation error.
+    let details = |kind: &str| {
+        let mut details = json!({"name": name, "kind": kind});
+        if !resource.group.is_empty() {
+            details["group"] = json!(resource.group);
+        }
+        details
+    };
     let message = match e {
         ApiError::FieldInvalid {
             field,
             reason,
             message,
         } => {
-            let mut details = json!({
-                "name": name,
-                "kind": resource.kind,
-                "causes": [{"field": field, "message": message, "reason": reason}],
-            });
-            if !resource.group.is_empty() {
-                details["group"] = json!(resource.group);
-            }
+            let mut details = details(&resource.kind);
+            details["causes"] = json!([{"field": field, "message": message, "reason": reason}]);
             let message = format!("{} {name:?} is invalid: {field}: {message}", resource.kind);
             return error_with_reason(422, "Invalid", &message, Some(details));
         }
@@ -144,7 +142,12 @@ pub fn api_error(resource: &Resource, name: &str, e: &ApiError) -> Response<Body
         ApiError::AlreadyExists(_) => "AlreadyExists",
         _ => crate::cluster::status_reason(e.status()),
     };
-    error_with_reason(e.status(), reason, &message, Some(details))
+    error_with_reason(
+        e.status(),
+        reason,
+        &message,
+        Some(details(&resource.plural)),
+    )
 }
 
 /// An error response with a `Status` body and the given `reason`.

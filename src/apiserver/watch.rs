@@ -55,16 +55,13 @@ pub fn start(
             Ok(rv) => Some(rv),
             // kube-apiserver's answer, a 500 without a reason.
             Err(_) => {
-                return reply::json(
-                    http::StatusCode::INTERNAL_SERVER_ERROR,
-                    &reply::status_body(
-                        500,
-                        "",
-                        &format!(
-                            "resourceVersion: Invalid value: {rv:?}: strconv.ParseUint: parsing {rv:?}: invalid syntax"
-                        ),
-                        None,
+                return reply::error_with_reason(
+                    500,
+                    "",
+                    &format!(
+                        "resourceVersion: Invalid value: {rv:?}: strconv.ParseUint: parsing {rv:?}: invalid syntax"
                     ),
+                    None,
                 );
             }
         },
