@@ -1,7 +1,7 @@
 //! [`Cluster`] over kube-rs: any API server, real or embedded.
 //!
 //! Resources are resolved through discovery (any built-in or custom kind) and handled as
-//! `DynamicObject`s. Watches are kube-rs watchers (list, then watch; restarts and 410
+//! [`RawObject`]s (their JSON, parsed once). Watches are kube-rs watchers (list, then watch; restarts and 410
 //! Gone relist), turned into [`WatchEvent`]s: a relist arrives as one
 //! [`WatchEvent::Restarted`], so the engine forgets objects that went away meanwhile.
 //! Writes send the content type of the patch type, to the named subresource, as the user
@@ -16,15 +16,14 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
-use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
-};
+use kube::api::{Api, ApiResource, DeleteParams, GroupVersionKind, Patch, PatchParams, PostParams};
 use kube::discovery::{ApiCapabilities, Scope};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::managed::{ManagedNodes, ObjectSelectors, PodGate};
+use super::raw::RawObject;
 use super::throttle::Throttle;
 use super::{Cluster, ClusterError, EventRequest, ObjectKey, PatchRequest, WatchEvent};
 use crate::patch::PatchType;
@@ -173,7 +172,7 @@ impl KubeCluster {
         &self,
         resource: &ResourceRef,
         tx: &mpsc::UnboundedSender<WatchEvent>,
-    ) -> Option<Api<DynamicObject>> {
+    ) -> Option<Api<RawObject>> {
         let mut wait = Duration::from_millis(200);
         loop {
             match self.resource(&resource.api_group, &resource.kind).await {
@@ -196,7 +195,7 @@ impl KubeCluster {
         &self,
         key: &ObjectKey,
         user: Option<&str>,
-    ) -> Result<Api<DynamicObject>, ClusterError> {
+    ) -> Result<Api<RawObject>, ClusterError> {
         if let Some(t) = &self.throttle {
             t.acquire().await;
         }
@@ -269,18 +268,12 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 /// them out of list items (only watch events carry them), and everything downstream
 /// (object keys, the engine, IP pools, node gates) identifies objects by them.
 fn events(
-    api: Api<DynamicObject>,
+    api: Api<RawObject>,
     config: watcher::Config,
     resource: &ResourceRef,
 ) -> impl futures_util::Stream<Item = WatchEvent> + Send + use<> {
-    let types = kube::api::TypeMeta {
-        api_version: resource.api_group.clone(),
-        kind: resource.kind.clone(),
-    };
-    let to_value = move |mut o: DynamicObject| {
-        o.types = Some(types.clone());
-        to_value(o)
-    };
+    let (api_version, kind) = (resource.api_group.clone(), resource.kind.clone());
+    let to_value = move |o: RawObject| o.into_typed(&api_version, &kind);
     let mut relist: Vec<Arc<Value>> = Vec::new();
     watcher(api, config)
         .default_backoff()
@@ -426,21 +419,9 @@ fn select_nodes(selection: &ManagedNodes, event: WatchEvent) -> WatchEvent {
     }
 }
 
-/// The object as the engine holds it, without `metadata.managedFields`: no Stage reads
-/// them, and on a real API server they are often the larger half of an object's metadata.
-fn to_value(mut object: DynamicObject) -> Value {
-    object.metadata.managed_fields = None;
-    serde_json::to_value(object).unwrap_or(Value::Null)
-}
-
-fn to_object(value: Value) -> Result<DynamicObject, ClusterError> {
-    serde_json::from_value(value).map_err(|e| ClusterError {
-        kind: FailureKind::Other,
-        status: None,
-        reason: None,
-        message: format!("not a Kubernetes object: {e}"),
-        retry_after: None,
-    })
+/// The object as the engine holds it (see [`RawObject`]).
+fn to_value(object: RawObject) -> Value {
+    object.into_value()
 }
 
 fn kube_patch(patch_type: PatchType, data: Value) -> Result<Patch<Value>, ClusterError> {
@@ -540,7 +521,7 @@ impl Cluster for KubeCluster {
         let key = ObjectKey::of(&object).unwrap_or_default();
         let api = self.api(&key, None).await?;
         let o = api
-            .create(&PostParams::default(), &to_object(object)?)
+            .create(&PostParams::default(), &RawObject::new(object))
             .await
             .map_err(|e| from_kube(&e))?;
         Ok(Arc::new(to_value(o)))
@@ -648,17 +629,11 @@ impl Cluster for KubeCluster {
             if let Some(t) = &self.throttle {
                 t.acquire().await;
             }
-            let events: Api<k8s_openapi::api::core::v1::Event> =
-                Api::namespaced(self.client.clone(), &namespace);
-            let event = serde_json::from_value(body).map_err(|e| ClusterError {
-                kind: FailureKind::Other,
-                status: None,
-                reason: None,
-                message: e.to_string(),
-                retry_after: None,
-            })?;
+            let resource = ApiResource::erase::<k8s_openapi::api::core::v1::Event>(&());
+            let events: Api<RawObject> =
+                Api::namespaced_with(self.client.clone(), &namespace, &resource);
             events
-                .create(&PostParams::default(), &event)
+                .create(&PostParams::default(), &RawObject::new(body))
                 .await
                 .map_err(|e| from_kube(&e))?;
             Ok(())

@@ -5,8 +5,9 @@
 //! subresources), so a kube-rs implementation is a thin adapter. [`memory`] is an
 //! in-memory store with the API server's write semantics; [`local::MemoryCluster`] serves
 //! it through [`Cluster`], with [`faults`] injected on demand. [`client::KubeCluster`] is
-//! the kube-rs implementation, for real clusters and the embedded API server;
-//! [`managed`] decides which nodes and pods it hands the engine.
+//! the kube-rs implementation, for real clusters and the embedded API server, reading
+//! objects as [`raw::RawObject`]s; [`managed`] decides which nodes and pods it hands
+//! the engine.
 
 pub mod client;
 pub mod faults;
@@ -14,6 +15,7 @@ pub mod local;
 pub mod managed;
 pub mod throttle;
 pub mod memory;
+pub mod raw;
 
 use std::fmt;
 use std::future::Future;

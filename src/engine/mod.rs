@@ -154,6 +154,15 @@ enum Held {
 }
 
 impl Held {
+    /// Whether the object is still there (a dead `Weak` means a newer version or the
+    /// deletion is on its way), without parsing it.
+    fn is_live(&self) -> bool {
+        match self {
+            Held::Weak(w) => w.strong_count() > 0,
+            Held::Packed(_) => true,
+        }
+    }
+
     /// The object (parsed again when packed).
     fn upgrade(&self) -> Option<Arc<Value>> {
         match self {
@@ -872,19 +881,22 @@ impl<C: Cluster> Engine<C> {
         let Some(busy) = keys.busy.remove(key) else {
             return; // deleted meanwhile
         };
-        let latest = keys.latest.get(key).and_then(|seen| seen.object.upgrade());
         // What to match next, newest first: a version that arrived while the Stage ran,
         // the object an `immediateNextStage` Stage wrote, or a job popped meanwhile.
-        let next = match (outcome, latest) {
+        // Nothing when the object is gone (or a newer version is on its way). A packed
+        // version is parsed only when it is matched and is not the one the Stage wrote
+        // (usually it is: the watch's echo of this job's own write).
+        let next = match (outcome, keys.latest.get(key)) {
             (Outcome::Gone, _) | (_, None) => None,
-            (_, Some(latest)) if busy.dirty => Some(latest),
+            (Outcome::Done { object, .. }, Some(seen)) if busy.dirty => seen.latest(&object).get(),
+            (Outcome::Dropped, Some(seen)) if busy.dirty => seen.object.upgrade(),
             (
                 Outcome::Done {
                     object,
                     immediate: true,
                 },
-                _,
-            ) => Some(object),
+                Some(seen),
+            ) => seen.object.is_live().then_some(object),
             _ => None,
         };
         match (next, busy.pending) {
