@@ -16,10 +16,23 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Client;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ApiResource, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
+
+mod observed;
+use observed::Observed;
+
+/// The benchmark's pods in `namespace`, read as [`Observed`].
+fn pods_api(client: Client, namespace: &str) -> Api<Observed> {
+    Api::namespaced_with(client, namespace, &ApiResource::erase::<Pod>(&()))
+}
+
+/// The nodes, read as [`Observed`].
+fn nodes_api(client: Client) -> Api<Observed> {
+    Api::all_with(client, &ApiResource::erase::<Node>(&()))
+}
 
 /// What [`raw_patch`] does.
 #[derive(Debug, Clone)]
@@ -32,6 +45,10 @@ pub struct RawPatch {
     pub objects: usize,
     /// Namespace of the pods (must exist).
     pub namespace: String,
+    /// Hold open, while patching, the two pod watches a lifecycle run has (the engine's,
+    /// parsing every object whole, and the load generator's): the server then sends a
+    /// watch event to each per patch, as it does for each of the engine's writes.
+    pub watched: bool,
 }
 
 /// What [`raw_patch`] measured.
@@ -67,6 +84,9 @@ pub enum BenchError {
         /// The client's error.
         source: kube::Error,
     },
+    /// The watches of a watched raw PATCH run did not start.
+    #[error("{0}")]
+    Watch(String),
 }
 
 fn setup(what: impl Into<String>) -> impl FnOnce(kube::Error) -> BenchError {
@@ -86,23 +106,24 @@ pub async fn raw_patch(
     spec: &RawPatch,
     progress: impl Fn(u64, Duration) + Send + Sync + 'static,
 ) -> Result<RawPatchReport, BenchError> {
-    let pods: Api<Pod> = Api::namespaced(client, &spec.namespace);
+    let pods = pods_api(client, &spec.namespace);
     let objects = spec.objects.max(1);
     let post = PostParams::default();
     for i in 0..objects {
-        let pod: Pod = serde_json::from_value(json!({
+        let pod = Observed::to_send(json!({
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": pod_name(i), "labels": {"app.kubernetes.io/managed-by": "kstage-bench"}},
             "spec": {"containers": [{"name": "c", "image": "busybox"}]},
-        }))
-        .map_err(|e| BenchError::Setup {
-            what: "building a pod".into(),
-            source: kube::Error::SerdeError(e),
-        })?;
+        }));
         idempotent(|| pods.create(&post, &pod), |e| api_code(e) == Some(409))
             .await
             .map_err(setup(format!("creating pod {}", pod_name(i))))?;
     }
+    let watches = if spec.watched {
+        watch_like_a_lifecycle(&pods).await?
+    } else {
+        Vec::new()
+    };
     let sent = Arc::new(AtomicU64::new(0));
     let errors = Arc::new(AtomicU64::new(0));
     let start = Instant::now();
@@ -147,6 +168,9 @@ pub async fn raw_patch(
     }
     let elapsed = start.elapsed();
     ticker.abort();
+    for w in watches {
+        w.abort();
+    }
     let ok = latencies.len() as u64;
     let [p50, p99] = quantiles(latencies, [0.5, 0.99]);
     let report = RawPatchReport {
@@ -247,6 +271,53 @@ pub enum LifecycleError {
     Timeout(Duration, String),
 }
 
+/// Start the pod watches of a lifecycle run on the namespace of `pods` (one parsing
+/// every object whole as the engine does, one reading what the load generator times),
+/// once both have listed.
+async fn watch_like_a_lifecycle(
+    pods: &Api<Observed>,
+) -> Result<Vec<tokio::task::JoinHandle<()>>, BenchError> {
+    use futures_util::StreamExt as _;
+    use kube::runtime::{WatchStreamExt as _, watcher};
+    let (listed, mut ready) = tokio::sync::mpsc::channel::<()>(2);
+    fn drain<
+        K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+    >(
+        api: Api<K>,
+        listed: tokio::sync::mpsc::Sender<()>,
+    ) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(
+            watcher(api, watcher::Config::default().labels(BENCH_LABEL))
+                .default_backoff()
+                .for_each(move |event| {
+                    if matches!(event, Ok(watcher::Event::InitDone)) {
+                        let _ = listed.try_send(());
+                    }
+                    async {}
+                }),
+        )
+    }
+    let resource = ApiResource::erase::<Pod>(&());
+    let whole: Api<crate::cluster::raw::RawObject> = Api::namespaced_with(
+        pods.clone().into_client(),
+        pods.namespace().unwrap_or("default"),
+        &resource,
+    );
+    let watches = vec![drain(whole, listed.clone()), drain(pods.clone(), listed)];
+    for _ in 0..watches.len() {
+        let started = tokio::time::timeout(Duration::from_secs(30), ready.recv()).await;
+        if !matches!(started, Ok(Some(()))) {
+            for w in &watches {
+                w.abort();
+            }
+            return Err(BenchError::Watch(
+                "the pod watches did not list within 30 s".into(),
+            ));
+        }
+    }
+    Ok(watches)
+}
+
 /// The label selector of every object a benchmark creates.
 const BENCH_LABEL: &str = "app.kubernetes.io/managed-by=kstage-bench";
 
@@ -273,7 +344,6 @@ pub async fn lifecycle(
     progress: impl Fn(&str) + Send + Sync + 'static,
 ) -> Result<LifecycleReport, LifecycleFailure> {
     use futures_util::StreamExt as _;
-    use k8s_openapi::api::core::v1::Node;
     use kube::runtime::{WatchStreamExt as _, watcher};
 
     let seen = Arc::new(std::sync::Mutex::new(Seen {
@@ -281,8 +351,8 @@ pub async fn lifecycle(
         ..Seen::default()
     }));
     let changed = Arc::new(tokio::sync::Notify::new());
-    let nodes_api: Api<Node> = Api::all(client.clone());
-    let pods_api: Api<Pod> = Api::namespaced(client.clone(), &spec.namespace);
+    let nodes_api = nodes_api(client.clone());
+    let pods_api = pods_api(client.clone(), &spec.namespace);
     let selector = watcher::Config::default().labels(BENCH_LABEL);
     let node_watch = {
         let (seen, changed) = (seen.clone(), changed.clone());
@@ -290,25 +360,18 @@ pub async fn lifecycle(
             .default_backoff()
             .applied_objects()
             .for_each(move |n| {
-                if let Ok(n) = n {
-                    let ready = n
-                        .status
-                        .as_ref()
-                        .and_then(|s| s.conditions.as_ref())
-                        .is_some_and(|c| {
-                            c.iter().any(|c| c.type_ == "Ready" && c.status == "True")
-                        });
-                    if ready && let Some(name) = n.metadata.name {
-                        let mut s = seen
-                            .lock()
-                            .unwrap_or_else(std::sync::PoisonError::into_inner);
-                        s.ready_nodes.insert(name);
-                        if s.ready_nodes.len() >= s.nodes && s.nodes_ready_at.is_none() {
-                            s.nodes_ready_at = Some(Instant::now());
-                        }
-                        drop(s);
-                        changed.notify_waiters();
+                if let Ok(n) = n
+                    && n.ready
+                {
+                    let mut s = seen
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    s.ready_nodes.insert(n.name().to_owned());
+                    if s.ready_nodes.len() >= s.nodes && s.nodes_ready_at.is_none() {
+                        s.nodes_ready_at = Some(Instant::now());
                     }
+                    drop(s);
+                    changed.notify_waiters();
                 }
                 async {}
             })
@@ -323,16 +386,14 @@ pub async fn lifecycle(
                     .unwrap_or_else(std::sync::PoisonError::into_inner);
                 match event {
                     Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) => {
-                        let name = p.metadata.name.clone().unwrap_or_default();
-                        let running =
-                            p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
-                        if running {
+                        let name = p.name().to_owned();
+                        if p.running {
                             s.running.entry(name.clone()).or_insert_with(Instant::now);
                         }
                         s.pods.insert(name);
                     }
                     Ok(watcher::Event::Delete(p)) => {
-                        s.pods.remove(&p.metadata.name.unwrap_or_default());
+                        s.pods.remove(p.name());
                     }
                     _ => {}
                 }
@@ -368,8 +429,8 @@ pub async fn lifecycle(
 }
 
 async fn lifecycle_run(
-    nodes_api: &Api<k8s_openapi::api::core::v1::Node>,
-    pods_api: &Api<Pod>,
+    nodes_api: &Api<Observed>,
+    pods_api: &Api<Observed>,
     spec: &Lifecycle,
     (seen, changed): (&std::sync::Mutex<Seen>, &tokio::sync::Notify),
     start_engine: impl FnOnce(),
@@ -513,28 +574,18 @@ fn quantiles<const N: usize>(mut samples: Vec<Duration>, qs: [f64; N]) -> [Durat
 
 /// Create `objects` with `concurrency` requests in flight; `sending` is told each name
 /// just before its request goes.
-async fn create_all<K>(
-    api: &Api<K>,
+async fn create_all(
+    api: &Api<Observed>,
     objects: impl Iterator<Item = serde_json::Value>,
     concurrency: usize,
     sending: impl Fn(&str),
-) -> Result<(), BenchError>
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
-{
+) -> Result<(), BenchError> {
     use futures_util::StreamExt as _;
     let sending = &sending;
     let results: Vec<Result<(), BenchError>> = futures_util::stream::iter(objects)
         .map(|body| async move {
-            let name = body
-                .pointer("/metadata/name")
-                .and_then(serde_json::Value::as_str)
-                .unwrap_or("")
-                .to_owned();
-            let object: K = serde_json::from_value(body).map_err(|e| BenchError::Setup {
-                what: format!("building {name}"),
-                source: kube::Error::SerdeError(e),
-            })?;
+            let object = Observed::to_send(body);
+            let name = object.name().to_owned();
             sending(&name);
             let post = PostParams::default();
             idempotent(|| api.create(&post, &object), |e| api_code(e) == Some(409))
@@ -650,25 +701,58 @@ pub fn sample_failure(object: &serde_json::Value) -> crate::retry::Failure<'_> {
     }
 }
 
-/// How long `count` kept growing, until `stop` is set: the 10 ms ticks in which it grew
-/// (so an engine's write count gives the time it spent writing, without its start, the
-/// initial list or the waits between a benchmark's phases).
-pub async fn growing_time(
-    count: impl Fn() -> u64,
-    stop: &std::sync::atomic::AtomicBool,
-) -> Duration {
-    const TICK: Duration = Duration::from_millis(10);
+/// The 10 ms ticks in which a count grew (an engine's write count: the time it spent
+/// writing, without its start, the initial list or the waits between a benchmark's
+/// phases), as [`growing_time`] sampled them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Growth {
+    /// The count before the first tick.
+    first: u64,
+    /// Each tick in which it grew: when, and the count then.
+    ticks: Vec<(tokio::time::Instant, u64)>,
+}
+
+/// The sampling period of [`growing_time`].
+const TICK: Duration = Duration::from_millis(10);
+
+impl Growth {
+    /// How much the count grew, in how many ticks' time, over the ticks before `until`
+    /// (all with `None`).
+    pub fn until(&self, until: Option<tokio::time::Instant>) -> (u64, Duration) {
+        let ticks = self
+            .ticks
+            .iter()
+            .take_while(|(at, _)| until.is_none_or(|u| *at <= u));
+        let (n, last) = ticks.fold((0u32, self.first), |(n, _), (_, count)| (n + 1, *count));
+        (last - self.first, TICK * n)
+    }
+
+    /// How much the count grew, in how many ticks' time, over the ticks after `from`.
+    pub fn after(&self, from: tokio::time::Instant) -> (u64, Duration) {
+        let (all, all_time) = self.until(None);
+        let (before, before_time) = self.until(Some(from));
+        (all - before, all_time.saturating_sub(before_time))
+    }
+}
+
+/// Sample `count` every 10 ms until `stop` is set.
+pub async fn growing_time(count: impl Fn() -> u64, stop: &std::sync::atomic::AtomicBool) -> Growth {
     let mut tick = tokio::time::interval(TICK);
-    let (mut last, mut active) = (count(), Duration::ZERO);
+    let first = count();
+    let mut growth = Growth {
+        first,
+        ticks: Vec::new(),
+    };
+    let mut last = first;
     while !stop.load(std::sync::atomic::Ordering::Acquire) {
         tick.tick().await;
         let now = count();
         if now > last {
-            active += TICK;
+            growth.ticks.push((tokio::time::Instant::now(), now));
             last = now;
         }
     }
-    active
+    growth
 }
 
 /// Which process [`process_cpu`] and [`peak_rss_bytes`] read.
@@ -734,12 +818,24 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(30)).await;
             stop.store(true, Ordering::Release);
         };
-        let (_, active) =
+        let start = tokio::time::Instant::now();
+        let (_, growth) =
             tokio::join!(drive, growing_time(|| count.load(Ordering::Relaxed), &stop));
+        let (grew, active) = growth.until(None);
+        assert_eq!(grew, 8);
         assert!(
             (Duration::from_millis(70)..=Duration::from_millis(90)).contains(&active),
             "{active:?}"
         );
+        // Split in the pause: the first five increments before it, three after.
+        let pause = start + Duration::from_millis(100);
+        let (before, before_time) = growth.until(Some(pause));
+        assert_eq!(before, 5);
+        assert!(
+            (Duration::from_millis(40)..=Duration::from_millis(60)).contains(&before_time),
+            "{before_time:?}"
+        );
+        assert_eq!(growth.after(pause), (3, active - before_time));
     }
 
     #[test]

@@ -27,6 +27,11 @@ pub struct BenchArgs {
     /// Measure the server's plain PATCH throughput (status patches to pods) first.
     #[arg(long)]
     raw_patch: bool,
+    /// Measure raw PATCH a second time with the lifecycle's two pod watches open (the
+    /// engine's and the load generator's): the server's rate when every write is also
+    /// sent to two watchers, as each of the engine's writes is. Implies --raw-patch.
+    #[arg(long)]
+    raw_patch_watched: bool,
     /// Stages the engine plays in the lifecycle benchmark (e.g. KWOK's `stage/node/fast`
     /// and `stage/pod/fast`); without them only `--raw-patch` runs.
     #[arg(long = "stages", short = 's', num_args = 1..)]
@@ -96,7 +101,7 @@ pub(super) fn run(mut args: BenchArgs) -> anyhow::Result<ExitCode> {
         (args.nodes, args.pods, _) = KWOK_SCENARIO;
         args.pod_nodes = 1;
     }
-    if !args.raw_patch && args.stages.is_empty() && !args.external {
+    if !args.raw_patch && !args.raw_patch_watched && args.stages.is_empty() && !args.external {
         anyhow::bail!(
             "nothing to measure: give --raw-patch and/or --stages PATH... (e.g. ../shared/kwok/stage/node/fast ../shared/kwok/stage/pod/fast) or --external"
         );
@@ -140,19 +145,29 @@ pub(super) fn run(mut args: BenchArgs) -> anyhow::Result<ExitCode> {
         let client = kube::Client::try_from(config.clone())?;
         let mut raw_rate = None;
         let mut failed = false;
-        if args.raw_patch {
+        let mut watched_rate = None;
+        // Bare first (the yardstick), then with the lifecycle's watches open.
+        let variants: &[bool] = match (args.raw_patch, args.raw_patch_watched) {
+            (_, true) => &[false, true],
+            (true, false) => &[false],
+            (false, false) => &[],
+        };
+        for &watched in variants {
             let spec = RawPatch {
                 concurrency: args.concurrency,
                 duration: args.duration,
                 objects: args.objects,
                 namespace: args.namespace.clone(),
+                watched,
             };
+            let name = if watched { "raw PATCH, watched" } else { "raw PATCH" };
             eprintln!(
-                "kstage bench: raw PATCH against {target}{}: {} pods, {} concurrent, {:?}",
+                "kstage bench: {name} against {target}{}: {} pods, {} concurrent, {:?}{}",
                 if server.is_some() { " (embedded)" } else { "" },
                 spec.objects,
                 spec.concurrency,
-                spec.duration
+                spec.duration,
+                if watched { ", 2 pod watches open" } else { "" },
             );
             let report = raw_patch(client.clone(), &spec, |n, t| {
                 eprint!("\r  {n} patches in {:.0} s ({:.0}/s)   ", t.as_secs_f64(), n as f64 / t.as_secs_f64());
@@ -161,7 +176,7 @@ pub(super) fn run(mut args: BenchArgs) -> anyhow::Result<ExitCode> {
             .await?;
             eprintln!();
             super::print(&format!(
-                "raw PATCH: {:.0} requests/s ({} ok, {} errors in {:.2} s, concurrency {}), latency p50 {:.2} ms, p99 {:.2} ms\n",
+                "{name}: {:.0} requests/s ({} ok, {} errors in {:.2} s, concurrency {}), latency p50 {:.2} ms, p99 {:.2} ms\n",
                 report.per_second(),
                 report.ok,
                 report.errors,
@@ -170,7 +185,7 @@ pub(super) fn run(mut args: BenchArgs) -> anyhow::Result<ExitCode> {
                 report.p50.as_secs_f64() * 1e3,
                 report.p99.as_secs_f64() * 1e3,
             ))?;
-            raw_rate = Some(report.per_second());
+            *if watched { &mut watched_rate } else { &mut raw_rate } = Some(report.per_second());
             failed |= report.errors > 0;
         }
         if !stages.is_empty() || args.external {
@@ -189,7 +204,10 @@ pub(super) fn run(mut args: BenchArgs) -> anyhow::Result<ExitCode> {
                 ..crate::engine::EngineConfig::default()
             };
             let daemon = std::sync::Mutex::new(None);
+            let started_at = std::sync::Mutex::new(None);
             let start = || {
+                *started_at.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
+                    Some(tokio::time::Instant::now());
                 if let Some(cluster) = cluster {
                     let started = crate::daemon::Daemon::start(
                         std::sync::Arc::new(cluster),
@@ -296,16 +314,54 @@ pub(super) fn run(mut args: BenchArgs) -> anyhow::Result<ExitCode> {
                     Duration::ZERO
                 })
                 + measured.deleted.unwrap_or_default();
+            let per_second = |(n, t): (u64, Duration)| n as f64 / t.as_secs_f64().max(1e-9);
+            let of_raw = |rate: f64| {
+                let mut of = raw_rate.map_or_else(String::new, |raw| {
+                    format!(" = {:.0}% of the raw PATCH rate", 100.0 * rate / raw)
+                });
+                if let Some(watched) = watched_rate {
+                    of += &format!(", {:.0}% of the watched one", 100.0 * rate / watched);
+                }
+                of
+            };
+            // With --backlog, the phase the engine starts with all its work waiting (until
+            // every pod is Running) is the one to compare with raw PATCH; in the deletion
+            // its work arrives only as fast as the load generator deletes.
+            let drained = match (
+                args.backlog,
+                *started_at.lock().unwrap_or_else(std::sync::PoisonError::into_inner),
+                measured.engine_started,
+                measured.pods_running,
+            ) {
+                (true, Some(at), Some(started), Some((running, _, _))) => {
+                    Some(at + running.saturating_sub(started))
+                }
+                _ => None,
+            };
             let engine = match writes {
                 Some(writes) => {
                     let rate = writes as f64 / busy.as_secs_f64().max(1e-9);
-                    let writing_rate = writes as f64 / writing.as_secs_f64().max(1e-9);
-                    let ratio = raw_rate.map_or_else(String::new, |raw| {
-                        format!(" = {:.0}% of the raw PATCH rate", 100.0 * writing_rate / raw)
-                    });
+                    let all = writing.until(None);
+                    let phases = match drained {
+                        Some(at) => {
+                            let (drain, rest) = (writing.until(Some(at)), writing.after(at));
+                            format!(
+                                "; draining the backlog {} writes at {:.0} writes/s while writing ({:.2} s){}; deleting {} writes at {:.0} writes/s (as fast as the load generator deletes)",
+                                drain.0,
+                                per_second(drain),
+                                drain.1.as_secs_f64(),
+                                of_raw(per_second(drain)),
+                                rest.0,
+                                per_second(rest),
+                            )
+                        }
+                        None => String::new(),
+                    };
                     format!(
-                        "{writes} writes, {rate:.0} writes/s over the lifecycle, {writing_rate:.0} writes/s while writing ({:.2} s){ratio}; ",
-                        writing.as_secs_f64()
+                        "{writes} writes, {rate:.0} writes/s over the lifecycle, {:.0} writes/s while writing ({:.2} s){}{phases}\n  ",
+                        per_second(all),
+                        all.1.as_secs_f64(),
+                        of_raw(per_second(all)),
                     )
                 }
                 None => String::new(),

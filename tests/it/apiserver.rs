@@ -849,30 +849,39 @@ async fn a_hundred_thousand_pods_are_paged_and_watched() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_raw_patch_benchmark_patches_and_cleans_up() {
     let h = harness(Config::default()).await;
-    let spec = kstage::bench::RawPatch {
-        concurrency: 4,
-        duration: Duration::from_millis(300),
-        objects: 5,
-        namespace: "default".into(),
-    };
-    let report = kstage::bench::raw_patch(h.client.clone(), &spec, |_, _| {})
-        .await
-        .expect("benchmark");
-    assert!(report.ok > 0 && report.errors == 0, "{report:?}");
-    assert!(report.p50 <= report.p99);
-    // Every patch changed a pod: the store's version moved once per patch, plus the
-    // creations and deletions around them.
-    let rv = h.server.server().state.resource_version();
-    assert!(rv >= report.ok + 10, "{rv} vs {report:?}");
-    let pods: Api<Pod> = Api::namespaced(h.client.clone(), "default");
-    assert!(
-        pods.list(&ListParams::default())
+    let mut versions = h.server.server().state.resource_version();
+    // Bare, then with the lifecycle's watches open (it fails unless both list).
+    for watched in [false, true] {
+        let spec = kstage::bench::RawPatch {
+            concurrency: 4,
+            duration: Duration::from_millis(300),
+            objects: 5,
+            namespace: "default".into(),
+            watched,
+        };
+        let report = kstage::bench::raw_patch(h.client.clone(), &spec, |_, _| {})
             .await
-            .expect("list")
-            .items
-            .is_empty(),
-        "cleaned up"
-    );
+            .expect("benchmark");
+        assert!(report.ok > 0 && report.errors == 0, "{report:?}");
+        assert!(report.p50 <= report.p99);
+        // Every patch changed a pod: the store's version moved once per patch, plus the
+        // creations and deletions around them.
+        let rv = h.server.server().state.resource_version();
+        assert!(
+            rv >= versions + report.ok + 10,
+            "{rv} vs {versions} + {report:?}"
+        );
+        versions = rv;
+        let pods: Api<Pod> = Api::namespaced(h.client.clone(), "default");
+        assert!(
+            pods.list(&ListParams::default())
+                .await
+                .expect("list")
+                .items
+                .is_empty(),
+            "cleaned up"
+        );
+    }
 }
 
 /// `kstage apiserver` as a process: it loads objects, writes a kubeconfig with its
