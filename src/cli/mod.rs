@@ -27,6 +27,14 @@ pub struct Args {
     /// Log filter (e.g. `info`, `kstage=debug`); also read from `KSTAGE_LOG`.
     #[arg(long, global = true, env = "KSTAGE_LOG", default_value = "warn")]
     pub log: String,
+    /// Wall time one evaluation of a jq program that does not run natively, or of a CEL
+    /// program with comprehensions, may take (it runs in a child process, killed when it
+    /// overruns); also read from `KSTAGE_EXPR_TIMEOUT`.
+    #[arg(long, global = true, env = "KSTAGE_EXPR_TIMEOUT", default_value = "100ms", value_parser = duration::parse_std_duration)]
+    pub expr_timeout: std::time::Duration,
+    /// Memory, in MiB, that process may use; also read from `KSTAGE_EXPR_MEMORY`.
+    #[arg(long, global = true, env = "KSTAGE_EXPR_MEMORY", default_value_t = 256)]
+    pub expr_memory: u64,
     /// The command.
     #[command(subcommand)]
     pub command: Command,
@@ -51,6 +59,13 @@ pub enum Command {
     Apiserver(apiserver::ApiServerArgs),
     /// Benchmark an API server (embedded or a cluster's) as the engine uses it.
     Bench(bench::BenchArgs),
+    /// Internal: evaluate jq and CEL programs sent on stdin (the expression sandbox).
+    #[command(name = "__eval", hide = true)]
+    Eval {
+        /// Data memory limit, in bytes.
+        #[arg(long)]
+        memory: u64,
+    },
 }
 
 /// `kstage stage ...`.
@@ -85,7 +100,25 @@ pub struct StagePaths {
 pub fn main() -> ExitCode {
     let args = Args::parse();
     init_tracing(&args.log);
+    // Expressions that can run without bound are evaluated in child processes of this
+    // binary, within these limits (see `stage::sandbox`).
+    match std::env::current_exe() {
+        Ok(exe) => crate::stage::sandbox::install(
+            exe,
+            crate::stage::sandbox::Limits {
+                time: args.expr_timeout,
+                memory: args.expr_memory.saturating_mul(1 << 20),
+            },
+        ),
+        Err(e) => {
+            tracing::warn!("cannot find this binary ({e}): jq and CEL run unbounded in-process")
+        }
+    }
     let result = match args.command {
+        // The child evaluates in-process (`Jq::outputs_here`, `Cel::reply_here`).
+        Command::Eval { memory } => crate::stage::sandbox::serve(memory)
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(anyhow::Error::from),
         Command::Stage(StageCommand::Explain(a)) => explain::run(a),
         Command::Stage(StageCommand::Lint(a)) => lint::run(a),
         Command::Sim(a) => sim::run(a),

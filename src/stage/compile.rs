@@ -35,21 +35,25 @@ pub fn compile(
         spec.resource_ref.api_group.clone()
     };
 
-    let selector = match &spec.selector {
-        Some(s) => Selector::compile(s, "spec.selector")
+    // The programs name their Stage in what they report (an overrun of their budget).
+    let (selector, weight, delay) = super::expr::in_stage(&name, || {
+        let selector = match &spec.selector {
+            Some(s) => Selector::compile(s, "spec.selector")
+                .map_err(|e| errors.extend(e))
+                .ok(),
+            None => Some(Selector::never()),
+        };
+        if spec.weight < 0 {
+            errors.push(FieldError::new("spec.weight", "must not be negative"));
+        }
+        let weight = IntFrom::compile(spec.weight, spec.weight_from.as_ref(), "spec.weightFrom")
+            .map_err(|e| errors.push(e))
+            .ok();
+        let delay = Delay::compile(spec.delay.as_ref(), "spec.delay")
             .map_err(|e| errors.extend(e))
-            .ok(),
-        None => Some(Selector::never()),
-    };
-    if spec.weight < 0 {
-        errors.push(FieldError::new("spec.weight", "must not be negative"));
-    }
-    let weight = IntFrom::compile(spec.weight, spec.weight_from.as_ref(), "spec.weightFrom")
-        .map_err(|e| errors.push(e))
-        .ok();
-    let delay = Delay::compile(spec.delay.as_ref(), "spec.delay")
-        .map_err(|e| errors.extend(e))
-        .ok();
+            .ok();
+        (selector, weight, delay)
+    });
 
     let mut steps = Vec::new();
     match (&spec.steps, &spec.next) {

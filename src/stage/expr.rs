@@ -49,6 +49,151 @@ pub enum JqError {
     /// The program gave more than [`MAX_OUTPUTS`] outputs.
     #[error("more than {MAX_OUTPUTS} outputs")]
     TooManyOutputs,
+    /// The program overran its budget (see [`sandbox`](super::sandbox)), or was disabled
+    /// after overrunning it [`MAX_OVERRUNS`] times.
+    #[error("{0}")]
+    Budget(String),
+}
+
+/// After this many overruns of its budget a program is not evaluated again (until its
+/// Stage is loaded again): each overrun costs up to the whole budget.
+pub const MAX_OVERRUNS: u32 = 3;
+
+/// The longest expression source accepted, in bytes.
+pub const MAX_SOURCE_LEN: usize = 16 * 1024;
+
+/// The deepest nesting of brackets accepted in an expression source: the parsers recurse
+/// per level, and a deep enough source would overflow the stack while compiling.
+pub const MAX_NESTING: usize = 64;
+
+/// Refuse sources the parsers could not take safely: too long, or nested too deep
+/// (brackets inside string literals not counted).
+fn check_source(src: &str) -> Result<(), String> {
+    if src.len() > MAX_SOURCE_LEN {
+        return Err(format!(
+            "the expression is {} bytes long; at most {MAX_SOURCE_LEN} are accepted",
+            src.len()
+        ));
+    }
+    let (mut depth, mut deepest, mut quote, mut escaped) = (0usize, 0usize, None, false);
+    for c in src.chars() {
+        match quote {
+            Some(q) => {
+                if escaped {
+                    escaped = false;
+                } else if c == '\\' {
+                    escaped = true;
+                } else if c == q {
+                    quote = None;
+                }
+            }
+            None => match c {
+                '"' | '\'' => quote = Some(c),
+                '(' | '[' | '{' => {
+                    depth += 1;
+                    deepest = deepest.max(depth);
+                }
+                ')' | ']' | '}' => depth = depth.saturating_sub(1),
+                _ => {}
+            },
+        }
+    }
+    if deepest > MAX_NESTING {
+        return Err(format!(
+            "brackets nest {deepest} deep; at most {MAX_NESTING} levels are accepted"
+        ));
+    }
+    Ok(())
+}
+
+thread_local! {
+    /// The Stage whose programs are being compiled on this thread (see [`in_stage`]).
+    static STAGE: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Run `compile` with the programs it compiles naming Stage `name` in what they report.
+pub fn in_stage<T>(name: &str, compile: impl FnOnce() -> T) -> T {
+    let outer = STAGE.with(|s| s.replace(Some(name.to_owned())));
+    let out = compile();
+    STAGE.with(|s| *s.borrow_mut() = outer);
+    out
+}
+
+/// The stack the parsers get: they recurse per nesting level and per operator of a chain
+/// (`.a | .a | ...`), and the longest source accepted needs more than the 2 MiB of a
+/// tokio worker thread. Only the pages used are committed.
+const COMPILE_STACK: usize = 64 << 20;
+
+/// Run `compile` on a thread of its own with a [`COMPILE_STACK`] stack (in the sandbox's
+/// child, on its main thread: a stack overflow there is contained, and its memory limit
+/// leaves no room for a large stack).
+fn on_compile_stack<T: Send>(
+    compile: impl FnOnce() -> Result<T, String> + Send,
+) -> Result<T, String> {
+    if super::sandbox::is_child() {
+        return compile();
+    }
+    std::thread::scope(|scope| {
+        std::thread::Builder::new()
+            .name("kstage-compile".into())
+            .stack_size(COMPILE_STACK)
+            .spawn_scoped(scope, compile)
+            .map_err(|e| format!("cannot start the compiling thread: {e}"))?
+            .join()
+            .unwrap_or_else(|_| Err("the compiler panicked".to_owned()))
+    })
+}
+
+/// Counts a program's overruns and names it in what it reports.
+#[derive(Debug)]
+struct Overruns {
+    count: std::sync::atomic::AtomicU32,
+    /// "jq expression ".a" of Stage "s"".
+    name: String,
+}
+
+impl Overruns {
+    fn new(language: &str, source: &str) -> Self {
+        let stage = STAGE.with(|s| s.borrow().clone());
+        // Long programs are named by their start.
+        let source = match source.char_indices().nth(80) {
+            Some((end, _)) => format!("{}…", &source[..end]),
+            None => source.to_owned(),
+        };
+        let name = match stage {
+            Some(stage) => format!("{language} expression {source:?} of Stage {stage:?}"),
+            None => format!("{language} expression {source:?}"),
+        };
+        Self {
+            count: Default::default(),
+            name,
+        }
+    }
+
+    /// The error for a program that overran its budget too often already.
+    fn refused(&self) -> Option<String> {
+        let n = self.count.load(std::sync::atomic::Ordering::Relaxed);
+        (n >= MAX_OVERRUNS)
+            .then(|| format!("{} is disabled: it overran its budget {n} times", self.name))
+    }
+
+    /// Count an overrun and report it (a warning; the last one says the program is now
+    /// disabled).
+    fn record(&self, overrun: &super::sandbox::Overrun) -> String {
+        let n = self
+            .count
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            + 1;
+        let message = format!("{} {overrun}", self.name);
+        if n >= MAX_OVERRUNS {
+            tracing::warn!(
+                "{message}; disabled after {n} overruns: it matches nothing and gives no value until its Stage is loaded again"
+            );
+        } else {
+            tracing::warn!("{message}; the object is not matched by it");
+        }
+        message
+    }
 }
 
 /// The outputs of a jq program for one object, borrowed from the object where possible.
@@ -62,6 +207,7 @@ pub struct Jq {
     /// The same program for the native evaluator, when it is simple enough.
     native: Option<native::Pipeline>,
     filter: Box<JaqFilter>,
+    overruns: Overruns,
 }
 
 impl fmt::Debug for Jq {
@@ -76,11 +222,13 @@ impl fmt::Debug for Jq {
 impl Jq {
     /// Parses and compiles `src`; the error names what jaq expected and where.
     pub fn compile(src: &str) -> Result<Jq, String> {
-        let filter = compile_jaq(src)?;
+        check_source(src).map_err(|e| format!("jq: {e}"))?;
+        let (filter, native) = on_compile_stack(|| Ok((compile_jaq(src)?, native::lower(src))))?;
         Ok(Jq {
             source: src.to_owned(),
-            native: native::lower(src),
+            native,
             filter: Box::new(filter),
+            overruns: Overruns::new("jq", src),
         })
     }
 
@@ -93,11 +241,39 @@ impl Jq {
     }
 
     /// Runs the program on `input`, borrowing outputs from it where possible.
+    ///
+    /// A program the native evaluator does not run is evaluated in the
+    /// [`sandbox`](super::sandbox) when one is installed, within its limits.
     pub fn outputs<'a>(&self, input: &'a Value) -> Result<JqOutputs<'a>, JqError> {
-        match &self.native {
-            Some(pipeline) => pipeline.run(input),
-            None => self.run_jaq(input),
+        if let Some(pipeline) = &self.native {
+            return pipeline.run(input);
         }
+        if let Some(refused) = self.overruns.refused() {
+            return Err(JqError::Budget(refused));
+        }
+        let request = super::sandbox::Request::Jq {
+            source: self.source.clone(),
+            input: input.clone(),
+        };
+        match super::sandbox::eval(&request) {
+            None => self.run_jaq(input),
+            Some(Ok(super::sandbox::Reply::Outputs(outputs))) => {
+                Ok(outputs.into_iter().map(Cow::Owned).collect())
+            }
+            Some(Ok(super::sandbox::Reply::Error(e))) => Err(JqError::Runtime(e)),
+            Some(Ok(other)) => Err(JqError::Runtime(format!("an unexpected answer {other:?}"))),
+            Some(Err(overrun)) => Err(JqError::Budget(self.overruns.record(&overrun))),
+        }
+    }
+
+    /// Runs the program in this process (what the sandbox's child does), owning the
+    /// outputs.
+    pub fn outputs_here(&self, input: &Value) -> Result<Vec<Value>, JqError> {
+        let outputs = match &self.native {
+            Some(pipeline) => pipeline.run(input)?,
+            None => self.run_jaq(input)?,
+        };
+        Ok(outputs.into_iter().map(Cow::into_owned).collect())
     }
 
     /// The program as written.
@@ -382,8 +558,20 @@ mod native {
         let term = jaq_core::load::parse(src, |p| p.term())?;
         let mut stages = Vec::new();
         lower_term(&term, &mut stages)?;
+        // The evaluator recurses per stage and per step: longer programs run on jaq, in
+        // the sandbox.
+        let steps = stages.iter().map(|stage| match stage {
+            Stage::Path(path) | Stage::Select { path, .. } => path.len(),
+        });
+        if stages.len() > MAX_STAGES || steps.max().unwrap_or(0) > MAX_STEPS {
+            return None;
+        }
         Some(Pipeline(stages))
     }
+
+    /// The most `|` stages, and steps in one path, a natively run program has.
+    const MAX_STAGES: usize = 32;
+    const MAX_STEPS: usize = 64;
 
     fn lower_term(term: &Term<&str>, stages: &mut Vec<Stage>) -> Option<()> {
         match term {
@@ -481,6 +669,10 @@ mod native {
 pub struct Cel {
     source: String,
     program: cel::Program,
+    /// It has comprehensions (`map`, `filter`, `all`, `exists`, `exists_one`): its cost can
+    /// grow as the product of list sizes, so it is evaluated in the sandbox.
+    unbounded: bool,
+    overruns: Overruns,
 }
 
 impl fmt::Debug for Cel {
@@ -510,11 +702,34 @@ impl CelObject {
 impl Cel {
     /// Parses `src`; the error shows where.
     pub fn compile(src: &str) -> Result<Cel, String> {
-        let program = cel_env().compile(src).map_err(|e| format!("cel: {e}"))?;
+        check_source(src).map_err(|e| format!("cel: {e}"))?;
+        let program = on_compile_stack(|| cel_env().compile(src).map_err(|e| format!("cel: {e}")))?;
         Ok(Cel {
             source: src.to_owned(),
+            unbounded: has_comprehension(&program.expression().expr),
             program,
+            overruns: Overruns::new("cel", src),
         })
+    }
+
+    /// Evaluates in this process (what the sandbox's child does).
+    pub fn reply_here(&self, input: &Value) -> super::sandbox::Reply {
+        use super::sandbox::Reply;
+        match self.execute(&CelObject::new(input)) {
+            Ok(cel::Value::Duration(d)) => Reply::Duration(d.num_nanoseconds().unwrap_or(i64::MAX)),
+            Ok(cel::Value::Timestamp(t)) => Reply::Timestamp(t.to_rfc3339()),
+            Ok(value) => match cel_to_json(&value) {
+                Ok(json) => Reply::Value(json),
+                Err(e) => Reply::Error(e),
+            },
+            Err(e) => Reply::Error(e),
+        }
+    }
+
+    fn execute(&self, obj: &CelObject) -> Result<cel::Value, String> {
+        let mut ctx = cel::Context::with_env(Arc::clone(cel_env()));
+        ctx.add_variable_from_value("self", obj.0.clone());
+        self.program.execute(&ctx).map_err(|e| e.to_string())
     }
 
     /// Evaluates the program with `self` bound to `obj`, and converts the result to JSON
@@ -525,15 +740,68 @@ impl Cel {
     }
 
     /// Evaluates the program against an object converted once, giving the CEL value.
+    ///
+    /// A program with comprehensions is evaluated in the [`sandbox`](super::sandbox)
+    /// when one is installed, within its limits.
     pub fn eval_object(&self, obj: &CelObject) -> Result<cel::Value, String> {
-        let mut ctx = cel::Context::with_env(Arc::clone(cel_env()));
-        ctx.add_variable_from_value("self", obj.0.clone());
-        self.program.execute(&ctx).map_err(|e| e.to_string())
+        if !self.unbounded {
+            return self.execute(obj);
+        }
+        if let Some(refused) = self.overruns.refused() {
+            return Err(refused);
+        }
+        let request = super::sandbox::Request::Cel {
+            source: self.source.clone(),
+            input: cel_to_json(&obj.0)?,
+        };
+        use super::sandbox::Reply;
+        match super::sandbox::eval(&request) {
+            None => self.execute(obj),
+            Some(Ok(Reply::Value(v))) => Ok(json_to_cel(&v)),
+            Some(Ok(Reply::Duration(ns))) => {
+                Ok(cel::Value::Duration(chrono::Duration::nanoseconds(ns)))
+            }
+            Some(Ok(Reply::Timestamp(t))) => chrono::DateTime::parse_from_rfc3339(&t)
+                .map(cel::Value::Timestamp)
+                .map_err(|e| e.to_string()),
+            Some(Ok(Reply::Error(e))) => Err(e),
+            Some(Ok(other)) => Err(format!("an unexpected answer {other:?}")),
+            Some(Err(overrun)) => Err(self.overruns.record(&overrun)),
+        }
     }
 
     /// The program as written.
     pub fn source(&self) -> &str {
         &self.source
+    }
+}
+
+/// Whether `e` has a comprehension anywhere.
+fn has_comprehension(e: &cel::common::ast::Expr) -> bool {
+    use cel::common::ast::Expr;
+    match e {
+        Expr::Comprehension(_) => true,
+        Expr::Call(call) => {
+            call.target
+                .as_deref()
+                .is_some_and(|t| has_comprehension(&t.expr))
+                || call.args.iter().any(|a| has_comprehension(&a.expr))
+        }
+        Expr::List(list) => list.elements.iter().any(|x| has_comprehension(&x.expr)),
+        Expr::Map(map) => map.entries.iter().any(|entry| match &entry.expr {
+            cel::common::ast::EntryExpr::MapEntry(m) => {
+                has_comprehension(&m.key.expr) || has_comprehension(&m.value.expr)
+            }
+            cel::common::ast::EntryExpr::StructField(f) => has_comprehension(&f.value.expr),
+        }),
+        Expr::Select(select) => has_comprehension(&select.operand.expr),
+        Expr::Struct(st) => st.entries.iter().any(|entry| match &entry.expr {
+            cel::common::ast::EntryExpr::MapEntry(m) => {
+                has_comprehension(&m.key.expr) || has_comprehension(&m.value.expr)
+            }
+            cel::common::ast::EntryExpr::StructField(f) => has_comprehension(&f.value.expr),
+        }),
+        _ => false,
     }
 }
 
@@ -1014,5 +1282,102 @@ mod tests {
             err(&from(Some(".a"), None, Some("1"))),
             Some("spec.weightFrom".to_owned())
         );
+    }
+
+    #[test]
+    fn sources_the_parsers_cannot_take_safely_are_refused() {
+        let deep = format!("{}.a{}", "(".repeat(5_000), ")".repeat(5_000));
+        for error in [Jq::compile(&deep).err(), Cel::compile(&deep).err()] {
+            let error = error.unwrap_or_default();
+            assert!(
+                error.contains("nest 5000 deep") && error.contains("at most 64"),
+                "{error}"
+            );
+        }
+        let long = format!(".a{}", " ".repeat(MAX_SOURCE_LEN));
+        let error = Jq::compile(&long).err().unwrap_or_default();
+        assert!(error.contains("bytes long"), "{error}");
+        // A path program too long for the (recursive) native evaluator runs on jaq.
+        let chain = format!("{}.a", ".a | ".repeat(40));
+        assert!(!jq(&chain).is_native() && jq(".a | .a").is_native());
+        assert_eq!(jq(&chain).run(&json!({"a": null})), Ok(vec![Value::Null]));
+        // Brackets inside string literals are text, not nesting.
+        let quoted = format!(r#".a == "{}""#, "((([[[{{{".repeat(30));
+        assert!(Jq::compile(&quoted).is_ok());
+        let quoted = format!("self.a == '{}'", "(\\'(".repeat(40));
+        assert!(Cel::compile(&quoted).is_ok(), "{quoted}");
+    }
+
+    /// The longest and deepest sources accepted compile on a thread with the stack of a
+    /// tokio worker (2 MiB), where Stages load.
+    #[test]
+    fn the_largest_accepted_sources_compile_on_a_small_stack() {
+        let compiled = std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(|| {
+                let nested = format!("{}.a{}", "(".repeat(MAX_NESTING), ")".repeat(MAX_NESTING));
+                let piped = format!(".a{}", " | .a".repeat((MAX_SOURCE_LEN - 2) / 5));
+                let added = format!("1{}", " + 1".repeat((MAX_SOURCE_LEN - 1) / 4));
+                let cel_nested = format!("{}1{}", "(".repeat(MAX_NESTING), ")".repeat(MAX_NESTING));
+                let cel_added = format!("1{}", " + 1".repeat((MAX_SOURCE_LEN - 1) / 4));
+                [
+                    Jq::compile(&nested).is_ok(),
+                    Jq::compile(&piped).is_ok(),
+                    Jq::compile(&added).is_ok(),
+                    Cel::compile(&cel_nested).is_ok(),
+                    // The CEL parser has its own recursion limit: a refusal, not a crash.
+                    Cel::compile(&cel_added).is_ok() || Cel::compile(&cel_added).is_err(),
+                ]
+            })
+            .expect("thread")
+            .join()
+            .expect("no stack overflow");
+        assert_eq!(compiled, [true; 5]);
+    }
+
+    #[test]
+    fn cel_with_comprehensions_is_the_unbounded_kind() {
+        let unbounded = |src: &str| Cel::compile(src).map(|c| c.unbounded).unwrap_or_default();
+        assert!(unbounded("[1, 2].map(x, x * 2).size() > 1"));
+        assert!(unbounded("self.spec.containers.exists(c, c.name == 'a')"));
+        assert!(unbounded("has(self.a) && [self.b].all(x, x > 0)"));
+        assert!(unbounded(
+            "{'k': self.items.filter(i, i > 1)}.k.size() == 0"
+        ));
+        assert!(!unbounded("has(self.spec.claimRef.name)"));
+        assert!(!unbounded(
+            "!(self.status.phase in ['Bound', 'Released', 'Failed'])"
+        ));
+        assert!(!unbounded("self.spec.storageClassName == 'kwok-volume'"));
+    }
+
+    /// Without a sandbox installed (as in these unit tests) programs run in-process;
+    /// in a child (`outputs_here`, `reply_here`) the answers are the same as in-process.
+    #[test]
+    fn the_childs_answers_are_the_in_process_ones() {
+        use super::super::sandbox::Reply;
+        let input = json!({"a": [1, 2, 3], "d": "1m30s"});
+        let program = jq(".a | map(. * 2) | add");
+        assert!(!program.is_native());
+        assert_eq!(program.outputs_here(&input), Ok(vec![json!(12)]));
+        assert_eq!(
+            program
+                .outputs(&input)
+                .map(|o| o.into_iter().map(Cow::into_owned).collect::<Vec<_>>()),
+            Ok(vec![json!(12)])
+        );
+        let cel = |src: &str| Cel::compile(src).expect(src);
+        assert_eq!(
+            cel("self.a.map(x, x + 1)").reply_here(&input),
+            Reply::Value(json!([2, 3, 4]))
+        );
+        assert_eq!(
+            cel("duration(self.d)").reply_here(&input),
+            Reply::Duration(90_000_000_000)
+        );
+        assert!(matches!(
+            cel("self.nothing").reply_here(&input),
+            Reply::Error(_)
+        ));
     }
 }

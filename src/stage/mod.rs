@@ -4,12 +4,14 @@
 //! A [`v1alpha1::Stage`] is compiled once into a [`Stage`]: jq and CEL programs are
 //! compiled, templates parsed, and the legacy `spec.next` is converted to steps. Every
 //! problem is reported with the field it is about, and one bad Stage never stops the
-//! others from loading.
+//! others from loading. Programs that can run without bound are evaluated in a child
+//! process within limits ([`sandbox`]).
 
 mod compile;
 pub mod error;
 pub mod expr;
 pub mod load;
+pub mod sandbox;
 pub mod selector;
 mod set;
 pub mod v1alpha1;

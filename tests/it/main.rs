@@ -9,6 +9,7 @@ mod e2e;
 mod engine;
 mod examples;
 mod fixtures;
+mod hostile;
 mod golden;
 mod kubectl;
 mod plugin;

@@ -1,0 +1,301 @@
+//! Where the jq and CEL programs that can run without bound are evaluated: a child
+//! process of the same binary (`kstage __eval`), with a memory limit, killed when an
+//! evaluation overruns its time.
+//!
+//! jq is a full language (recursion, `repeat`, `range`, string repetition) and neither
+//! jaq nor the `cel` crate can be interrupted, limited in memory or kept from overflowing
+//! the stack from the outside: in-process, one hostile expression could abort kstage
+//! (stack overflow), stall it (a loop holds a thread for ever) or exhaust its memory. A
+//! child process is the boundary that contains all three: a stack overflow or an
+//! exhausted memory limit ends the child, an overrun is ended by killing it, and the next
+//! evaluation gets a fresh child. What a program may cost is [`Limits`]: wall time per
+//! evaluation and the child's data memory (`RLIMIT_DATA`).
+//!
+//! Only programs that can be unbounded go here: jq programs the native evaluator does not
+//! run (every jq expression of KWOK's own Stages runs natively, in-process, in
+//! microseconds) and CEL programs with comprehensions (`map`, `filter`, `all`, `exists`,
+//! `exists_one`); CEL without them is bounded by the size of its source and of the object.
+//! The boundary is installed by the `kstage` binary ([`install`]); without it (kstage used
+//! as a library, its unit tests) every program runs in-process, unbounded.
+
+use std::collections::HashMap;
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::sync::{Mutex, OnceLock, PoisonError};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// What one evaluation may cost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Wall time of one evaluation (its object's transfer included).
+    pub time: Duration,
+    /// Memory of the evaluating process, in bytes.
+    pub memory: u64,
+}
+
+impl Default for Limits {
+    /// 100 ms and 256 MiB: an ordinary expression takes microseconds and kilobytes.
+    fn default() -> Self {
+        Self {
+            time: Duration::from_millis(100),
+            memory: 256 << 20,
+        }
+    }
+}
+
+/// A program to evaluate, and its input.
+#[derive(Debug, Serialize, Deserialize)]
+pub enum Request {
+    /// A jq program; the answer is its outputs.
+    Jq {
+        /// The program.
+        source: String,
+        /// Its input.
+        input: Value,
+    },
+    /// A CEL program with `self` bound to `input`; the answer is its result.
+    Cel {
+        /// The program.
+        source: String,
+        /// The object.
+        input: Value,
+    },
+}
+
+/// The answer to a [`Request`].
+#[derive(Debug, Serialize, Deserialize, PartialEq)]
+pub enum Reply {
+    /// A jq program's outputs.
+    Outputs(Vec<Value>),
+    /// A CEL result that has a JSON form.
+    Value(Value),
+    /// A CEL duration, in nanoseconds.
+    Duration(i64),
+    /// A CEL timestamp, RFC 3339.
+    Timestamp(String),
+    /// The program failed (a runtime error, as in-process).
+    Error(String),
+}
+
+/// Why a sandboxed evaluation gave no answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Overrun {
+    /// It ran longer than [`Limits::time`].
+    #[error("exceeded its time budget of {0:?}")]
+    Time(Duration),
+    /// The evaluating process ended: a stack overflow or the memory budget.
+    #[error(
+        "ended the evaluating process ({0}): it overflowed the stack or exceeded its memory budget of {1} MiB"
+    )]
+    Crashed(String, u64),
+    /// The evaluating process could not be started or reached.
+    #[error("could not be evaluated: {0}")]
+    Unavailable(String),
+}
+
+struct Sandbox {
+    exe: std::path::PathBuf,
+    limits: Limits,
+    idle: Mutex<Vec<Worker>>,
+}
+
+static SANDBOX: OnceLock<Sandbox> = OnceLock::new();
+
+/// Evaluate unbounded programs in child processes of `exe` (the `kstage` binary) from now
+/// on, within `limits`. A second call changes nothing.
+pub fn install(exe: std::path::PathBuf, limits: Limits) {
+    let _ = SANDBOX.set(Sandbox {
+        exe,
+        limits,
+        idle: Mutex::default(),
+    });
+}
+
+/// The limits in force (the defaults when nothing is installed).
+pub fn limits() -> Limits {
+    SANDBOX.get().map(|s| s.limits).unwrap_or_default()
+}
+
+/// Evaluate `request` in a child process; `None` when no sandbox is installed (the caller
+/// evaluates in-process).
+pub fn eval(request: &Request) -> Option<Result<Reply, Overrun>> {
+    let sandbox = SANDBOX.get()?;
+    Some(sandbox.eval(request))
+}
+
+impl Sandbox {
+    fn eval(&self, request: &Request) -> Result<Reply, Overrun> {
+        let idle = self
+            .idle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop();
+        let mut worker = match idle {
+            Some(worker) => worker,
+            None => Worker::spawn(&self.exe, self.limits.memory).map_err(|e| {
+                Overrun::Unavailable(format!("starting {}: {e}", self.exe.display()))
+            })?,
+        };
+        let sent = serde_json::to_writer(&mut worker.stdin, request)
+            .map_err(std::io::Error::from)
+            .and_then(|()| worker.stdin.write_all(b"\n"))
+            .and_then(|()| worker.stdin.flush());
+        let answer = match sent {
+            Ok(()) => worker.replies.recv_timeout(self.limits.time),
+            Err(_) => Err(mpsc::RecvTimeoutError::Disconnected),
+        };
+        match answer {
+            Ok(Some(line)) => {
+                let reply = serde_json::from_str(&line)
+                    .map_err(|e| Overrun::Unavailable(format!("an unreadable answer: {e}")));
+                self.idle
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(worker);
+                reply
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                worker.end();
+                Err(Overrun::Time(self.limits.time))
+            }
+            Ok(None) | Err(mpsc::RecvTimeoutError::Disconnected) => {
+                let status = worker.end();
+                Err(Overrun::Crashed(status, self.limits.memory >> 20))
+            }
+        }
+    }
+}
+
+/// One evaluating child process.
+struct Worker {
+    child: Child,
+    stdin: ChildStdin,
+    /// Its answers, one line each; `None` once it ended.
+    replies: mpsc::Receiver<Option<String>>,
+}
+
+impl Worker {
+    fn spawn(exe: &std::path::Path, memory: u64) -> std::io::Result<Worker> {
+        let mut child = Command::new(exe)
+            .args(["__eval", "--memory", &memory.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            // A stack overflow or failed allocation prints to stderr: the parent reports
+            // it in its own words instead.
+            .stderr(Stdio::null())
+            .spawn()?;
+        let (stdin, stdout) = match (child.stdin.take(), child.stdout.take()) {
+            (Some(i), Some(o)) => (i, o),
+            _ => return Err(std::io::Error::other("no pipes to the child")),
+        };
+        let (tx, replies) = mpsc::channel();
+        std::thread::Builder::new()
+            .name("kstage-eval-reader".into())
+            .spawn(move || {
+                for line in BufReader::new(stdout).lines() {
+                    match line {
+                        Ok(line) => {
+                            if tx.send(Some(line)).is_err() {
+                                return;
+                            }
+                        }
+                        Err(_) => break,
+                    }
+                }
+                let _ = tx.send(None);
+            })?;
+        Ok(Worker {
+            child,
+            stdin,
+            replies,
+        })
+    }
+
+    /// Kill the child and say how it ended.
+    fn end(mut self) -> String {
+        let _ = self.child.kill();
+        match self.child.wait() {
+            Ok(status) => status.to_string(),
+            Err(e) => e.to_string(),
+        }
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.try_wait();
+    }
+}
+
+static CHILD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether this process is a sandbox child ([`serve`]).
+pub fn is_child() -> bool {
+    CHILD.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// The programs a child keeps compiled, at most.
+const COMPILED: usize = 256;
+
+/// `kstage __eval --memory BYTES`: answer [`Request`]s from stdin, one JSON line each,
+/// with a data memory limit of `memory` bytes.
+pub fn serve(memory: u64) -> std::io::Result<()> {
+    CHILD.store(true, std::sync::atomic::Ordering::Relaxed);
+    let limit = rustix::process::Rlimit {
+        current: Some(memory),
+        maximum: Some(memory),
+    };
+    rustix::process::setrlimit(rustix::process::Resource::Data, limit)
+        .map_err(std::io::Error::from)?;
+    let mut jq: HashMap<String, super::expr::Jq> = HashMap::new();
+    let mut cel: HashMap<String, super::expr::Cel> = HashMap::new();
+    let stdin = std::io::stdin().lock();
+    let mut stdout = std::io::stdout().lock();
+    for line in stdin.lines() {
+        let reply = match serde_json::from_str::<Request>(&line?) {
+            Err(e) => Reply::Error(format!("an unreadable request: {e}")),
+            Ok(Request::Jq { source, input }) => {
+                if jq.len() >= COMPILED {
+                    jq.clear();
+                }
+                let program = match jq.entry(source) {
+                    std::collections::hash_map::Entry::Occupied(o) => Ok(o.into_mut()),
+                    std::collections::hash_map::Entry::Vacant(v) => {
+                        super::expr::Jq::compile(v.key()).map(|p| v.insert(p))
+                    }
+                };
+                match program {
+                    Ok(program) => match program.outputs_here(&input) {
+                        Ok(outputs) => Reply::Outputs(outputs),
+                        Err(e) => Reply::Error(e.to_string()),
+                    },
+                    Err(e) => Reply::Error(e),
+                }
+            }
+            Ok(Request::Cel { source, input }) => {
+                if cel.len() >= COMPILED {
+                    cel.clear();
+                }
+                let program = match cel.entry(source) {
+                    std::collections::hash_map::Entry::Occupied(o) => Ok(o.into_mut()),
+                    std::collections::hash_map::Entry::Vacant(v) => {
+                        super::expr::Cel::compile(v.key()).map(|p| v.insert(p))
+                    }
+                };
+                match program {
+                    Ok(program) => program.reply_here(&input),
+                    Err(e) => Reply::Error(e),
+                }
+            }
+        };
+        serde_json::to_writer(&mut stdout, &reply)?;
+        stdout.write_all(b"\n")?;
+        stdout.flush()?;
+    }
+    Ok(())
+}

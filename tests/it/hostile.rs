@@ -1,0 +1,164 @@
+//! Hostile input: what a user writes may cost its own budget and nothing else.
+
+use crate::{kstage, kwok_dir, root, scratch};
+
+/// A Stage for pods whose selector is one hostile expression (`cel` or a jq key).
+fn hostile_stage(name: &str, expression: &str, cel: bool) -> String {
+    let requirement = if cel {
+        format!("    - cel:\n        expression: '{expression}'\n")
+    } else {
+        format!("    - key: '{expression}'\n      operator: Exists\n")
+    };
+    format!(
+        "apiVersion: kwok.x-k8s.io/v1alpha1\nkind: Stage\nmetadata:\n  name: {name}\nspec:\n  resourceRef:\n    apiGroup: v1\n    kind: Pod\n  selector:\n    matchExpressions:\n{requirement}  steps:\n  - patch:\n      type: merge\n      template: '{{\"metadata\":{{\"labels\":{{\"hostile\":\"{name}\"}}}}}}'\n"
+    )
+}
+
+/// Programs that overflow the stack, loop, and grow memory without bound, in selectors
+/// beside KWOK's `pod/fast`: the run ends, every pod plays `pod/fast` as without them,
+/// and each hostile program is reported by Stage with the limit it hit, then disabled.
+#[test]
+fn hostile_expressions_cost_their_budget_and_nothing_else() {
+    let dir = scratch("hostile-expr");
+    let cross = "[1,2,3,4,5,6,7,8,9,10]";
+    let mut nested = "1".to_owned();
+    for var in ["a", "b", "c", "d", "e", "f", "g", "h"] {
+        nested = format!("{cross}.map({var}, {nested})");
+    }
+    let programs = [
+        (
+            "overflow",
+            "def f: 1 + f; f".to_owned(),
+            false,
+            "ended the evaluating process",
+        ),
+        (
+            "loop",
+            "last(range(1e15))".to_owned(),
+            false,
+            "exceeded its time budget of 200ms",
+        ),
+        (
+            "tail-loop",
+            "def f: f; f".to_owned(),
+            false,
+            "exceeded its time budget of 200ms",
+        ),
+        (
+            "memory",
+            "\"x\" * 4000000000 | length".to_owned(),
+            false,
+            "memory budget of 64 MiB",
+        ),
+        (
+            "collect",
+            "[limit(1e12; repeat(1))] | length".to_owned(),
+            false,
+            "budget",
+        ),
+        (
+            "cel-cross",
+            format!("{nested}.size() > 0"),
+            true,
+            "exceeded its time budget of 200ms",
+        ),
+    ];
+    for (name, expression, cel, _) in &programs {
+        let file = dir.join(format!("{name}.yaml"));
+        std::fs::write(
+            &file,
+            hostile_stage(&format!("hostile-{name}"), expression, *cel),
+        )
+        .expect("stage file");
+    }
+    let fast = kwok_dir().join("stage/pod/fast");
+    let pods = root().join("examples/objects/pods.yaml");
+    let run = |stages: &[&std::path::Path]| {
+        let mut args = vec![
+            "--expr-timeout",
+            "200ms",
+            "--expr-memory",
+            "64",
+            "sim",
+            "--stages",
+        ];
+        let stages: Vec<String> = stages
+            .iter()
+            .map(|s| s.to_string_lossy().into_owned())
+            .collect();
+        args.extend(stages.iter().map(String::as_str));
+        let pods = pods.to_string_lossy().into_owned();
+        args.extend(["--objects", &pods, "-o", "summary"]);
+        kstage(&args)
+    };
+    let calm = run(&[&fast]);
+    let hostile = run(&[&dir, &fast]);
+    let stderr = String::from_utf8_lossy(&hostile.stderr);
+    assert!(
+        calm.status.success() && hostile.status.success(),
+        "{stderr}"
+    );
+    // The same transitions, writes and events as without the hostile Stages.
+    // (`kstage sim -o summary` prints its summary on stderr, after the log lines.)
+    let summary = |out: &std::process::Output| {
+        let text = String::from_utf8_lossy(&out.stderr).into_owned();
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("kstage sim:"))
+            .unwrap_or_default();
+        line.split(';').next().unwrap_or_default().to_owned()
+    };
+    assert_eq!(summary(&hostile), summary(&calm), "{stderr}");
+    assert!(summary(&calm).contains("transitions"), "{}", summary(&calm));
+    for (name, _, _, limit) in &programs {
+        let lines: Vec<&str> = stderr
+            .lines()
+            .filter(|l| l.contains(&format!("of Stage \"hostile-{name}\"")))
+            .collect();
+        assert!(
+            lines.iter().any(|l| l.contains(limit)),
+            "hostile-{name}: no line saying {limit:?}:\n{stderr}"
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.contains("disabled after 3 overruns")),
+            "hostile-{name} is not disabled:\n{stderr}"
+        );
+        // Disabled after three overruns: never evaluated again.
+        assert!(lines.len() <= 3, "hostile-{name}:\n{}", lines.join("\n"));
+    }
+}
+
+/// Sources the parsers cannot take safely are Stage errors: lint reports them with their
+/// field, and nothing aborts.
+#[test]
+fn expressions_too_deep_or_long_are_lint_errors() {
+    let dir = scratch("hostile-lint");
+    let deep = format!("{}.a{}", "(".repeat(3000), ")".repeat(3000));
+    let long = format!(".a{}", " ".repeat(20_000));
+    let deep_cel = format!("{}1{}", "[".repeat(3000), "]".repeat(3000));
+    std::fs::write(dir.join("deep.yaml"), hostile_stage("deep", &deep, false)).expect("file");
+    std::fs::write(dir.join("long.yaml"), hostile_stage("long", &long, false)).expect("file");
+    std::fs::write(
+        dir.join("deep-cel.yaml"),
+        hostile_stage("deep-cel", &deep_cel, true),
+    )
+    .expect("file");
+    let out = kstage(&["stage", "lint", "--stages", &dir.to_string_lossy()]);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("spec.selector.matchExpressions[0].key") && text.contains("nest 3000 deep"),
+        "{text}"
+    );
+    assert!(text.contains("bytes long; at most 16384"), "{text}");
+    assert!(
+        text.contains("spec.selector.matchExpressions[0].cel.expression"),
+        "{text}"
+    );
+}
