@@ -23,6 +23,9 @@ pub struct Metrics {
     pub writes: AtomicU64,
     /// Jobs skipped because a newer one replaced them or the object went away.
     pub stale: AtomicU64,
+    /// Objects slowed down for playing the same Stage again and again (see
+    /// [`LoopGuard`](super::LoopGuard)).
+    pub slowed: AtomicU64,
     lag: Mutex<[u64; LAG_BUCKETS_MS.len() + 1]>,
 }
 

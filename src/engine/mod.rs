@@ -18,6 +18,7 @@
 
 pub mod journal;
 pub mod metrics;
+pub mod reentry;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, Weak};
@@ -39,6 +40,8 @@ use crate::stage::{ResourceRef, Stage, StageSet, Step};
 pub use journal::Journal;
 use journal::{Done, What};
 pub use metrics::Metrics;
+pub use reentry::LoopGuard;
+use reentry::Reentry;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The lane of jobs for a new version of an object.
@@ -64,6 +67,8 @@ pub struct EngineConfig {
     /// Told about every new version of an object and the last state of every object that
     /// goes away (the IP pools learn nodes' pod ranges and get pods' addresses back).
     pub observer: Option<Arc<dyn Observer>>,
+    /// How fast one object may play the same Stage again before it is slowed down.
+    pub loop_guard: LoopGuard,
 }
 
 /// Follows the objects the engine sees.
@@ -94,6 +99,7 @@ impl Default for EngineConfig {
             clock: Arc::new(SystemClock),
             journal: None,
             observer: None,
+            loop_guard: LoopGuard::default(),
         }
     }
 }
@@ -144,6 +150,8 @@ struct Busy {
 struct Seen {
     resource_version: Option<String>,
     object: Held,
+    /// The Stage it played last, and how often lately (kept across versions).
+    reentry: Reentry,
 }
 
 #[derive(Debug)]
@@ -245,9 +253,18 @@ enum Sent {
     Nothing,
 }
 
+/// The identity the loop guard knows a Stage by.
+fn stage_id(stage: &Arc<Stage>) -> usize {
+    Arc::as_ptr(stage) as usize
+}
+
 /// How a job ended.
 enum Outcome {
-    Done { object: Arc<Value>, immediate: bool },
+    Done {
+        object: Arc<Value>,
+        immediate: bool,
+        stage: Arc<Stage>,
+    },
     Gone,
     Dropped,
 }
@@ -267,6 +284,7 @@ pub struct Engine<C: Cluster> {
     metrics: Metrics,
     journal: Option<Arc<Journal>>,
     observer: Option<Arc<dyn Observer>>,
+    loop_guard: LoopGuard,
     /// The object of a queued job whose object is packed in `keys` (see `schedule`).
     vacant: Arc<Value>,
     /// Watch events handled, so a driver can tell when the engine has caught up.
@@ -316,6 +334,7 @@ impl<C: Cluster> Engine<C> {
             metrics: Metrics::default(),
             journal: config.journal,
             observer: config.observer,
+            loop_guard: config.loop_guard,
             vacant: Arc::new(Value::Null),
             observed: AtomicU64::new(0),
         })
@@ -490,6 +509,11 @@ impl<C: Cluster> Engine<C> {
             observer.applied(&object);
         }
         let seen = Seen {
+            reentry: keys
+                .latest
+                .get(&key)
+                .map(|old| old.reentry)
+                .unwrap_or_default(),
             resource_version: resource_version(&object).map(str::to_owned),
             object: if self.cluster.keeps_objects() {
                 Held::Weak(Arc::downgrade(&object))
@@ -532,6 +556,11 @@ impl<C: Cluster> Engine<C> {
             self.queue.cancel(&key);
             return;
         };
+        // An object caught in a loop on this Stage waits longer (see `reentry`).
+        let delay = delay
+            + keys.latest.get(&key).map_or(Duration::ZERO, |seen| {
+                seen.reentry.penalty(stage_id(&stage))
+            });
         // A packed object is parsed again when the job plays: a queued job does not keep
         // its own parsed copy (100,000 pods marked for deletion at once would need a
         // gigabyte).
@@ -692,6 +721,7 @@ impl<C: Cluster> Engine<C> {
             Outcome::Done {
                 object: job.object.clone(),
                 immediate: stage.immediate_next_stage,
+                stage: stage.clone(),
             }
         };
         self.finish(&key, outcome);
@@ -881,6 +911,23 @@ impl<C: Cluster> Engine<C> {
         let Some(busy) = keys.busy.remove(key) else {
             return; // deleted meanwhile
         };
+        if let (Outcome::Done { stage, .. }, Some(seen)) = (&outcome, keys.latest.get_mut(key))
+            && seen
+                .reentry
+                .played(stage_id(stage), Instant::now(), &self.loop_guard)
+        {
+            Metrics::bump(&self.metrics.slowed);
+            tracing::warn!(
+                object = %key,
+                stage = %stage.name,
+                "plays Stage {:?} again and again (more than {} times within {:?}; its output still matches it?): slowed down, {:?} between plays and doubling up to {:?}",
+                stage.name,
+                self.loop_guard.burst,
+                self.loop_guard.window,
+                self.loop_guard.window,
+                self.loop_guard.max_delay,
+            );
+        }
         // What to match next, newest first: a version that arrived while the Stage ran,
         // the object an `immediateNextStage` Stage wrote, or a job popped meanwhile.
         // Nothing when the object is gone (or a newer version is on its way). A packed
@@ -894,6 +941,7 @@ impl<C: Cluster> Engine<C> {
                 Outcome::Done {
                     object,
                     immediate: true,
+                    ..
                 },
                 Some(seen),
             ) => seen.object.is_live().then_some(object),

@@ -244,9 +244,19 @@ impl Jq {
     ///
     /// A program the native evaluator does not run is evaluated in the
     /// [`sandbox`](super::sandbox) when one is installed, within its limits.
+    #[inline]
     pub fn outputs<'a>(&self, input: &'a Value) -> Result<JqOutputs<'a>, JqError> {
-        if let Some(pipeline) = &self.native {
-            return pipeline.run(input);
+        match &self.native {
+            Some(pipeline) => pipeline.run(input),
+            None => self.outputs_on_jaq(input),
+        }
+    }
+
+    /// A program the native evaluator does not run: in the sandbox when there is one.
+    #[inline(never)]
+    fn outputs_on_jaq<'a>(&self, input: &'a Value) -> Result<JqOutputs<'a>, JqError> {
+        if !super::sandbox::installed() {
+            return self.run_jaq(input);
         }
         if let Some(refused) = self.overruns.refused() {
             return Err(JqError::Budget(refused));
@@ -726,6 +736,7 @@ impl Cel {
         }
     }
 
+    #[inline]
     fn execute(&self, obj: &CelObject) -> Result<cel::Value, String> {
         let mut ctx = cel::Context::with_env(Arc::clone(cel_env()));
         ctx.add_variable_from_value("self", obj.0.clone());
@@ -743,8 +754,19 @@ impl Cel {
     ///
     /// A program with comprehensions is evaluated in the [`sandbox`](super::sandbox)
     /// when one is installed, within its limits.
+    #[inline]
     pub fn eval_object(&self, obj: &CelObject) -> Result<cel::Value, String> {
-        if !self.unbounded {
+        if self.unbounded {
+            self.eval_in_sandbox(obj)
+        } else {
+            self.execute(obj)
+        }
+    }
+
+    /// A program with comprehensions: in the sandbox when there is one.
+    #[inline(never)]
+    fn eval_in_sandbox(&self, obj: &CelObject) -> Result<cel::Value, String> {
+        if !super::sandbox::installed() {
             return self.execute(obj);
         }
         if let Some(refused) = self.overruns.refused() {

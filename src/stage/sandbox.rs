@@ -115,6 +115,11 @@ pub fn install(exe: std::path::PathBuf, limits: Limits) {
     });
 }
 
+/// Whether a sandbox is installed (else programs run in-process).
+pub fn installed() -> bool {
+    SANDBOX.get().is_some()
+}
+
 /// The limits in force (the defaults when nothing is installed).
 pub fn limits() -> Limits {
     SANDBOX.get().map(|s| s.limits).unwrap_or_default()

@@ -162,3 +162,69 @@ fn expressions_too_deep_or_long_are_lint_errors() {
         "{text}"
     );
 }
+
+/// A Stage with no delay whose output matches it again: each node would play it at one
+/// virtual instant for ever. The loop guard slows each node down (said once per node),
+/// virtual time moves on, the run ends at `--until`, and the pods beside it play
+/// `pod/fast` as without it.
+#[test]
+fn a_stage_matching_its_own_output_is_slowed_down() {
+    let dir = scratch("hostile-loop");
+    let looping = "apiVersion: kwok.x-k8s.io/v1alpha1\nkind: Stage\nmetadata:\n  name: self-matching\nspec:\n  resourceRef:\n    apiGroup: v1\n    kind: Node\n  selector:\n    matchExpressions:\n    - key: .metadata.name\n      operator: Exists\n  steps:\n  - patch:\n      type: merge\n      template: '{\"metadata\":{\"annotations\":{\"seen\":\"{{ .metadata.resourceVersion }}\"}}}'\n";
+    std::fs::write(dir.join("loop.yaml"), looping).expect("stage file");
+    let fast = kwok_dir().join("stage/pod/fast");
+    let (nodes, pods) = (
+        root().join("examples/objects/nodes.yaml"),
+        root().join("examples/objects/pods.yaml"),
+    );
+    let args = |with_loop: bool| {
+        let mut stages = vec![fast.to_string_lossy().into_owned()];
+        if with_loop {
+            stages.push(dir.to_string_lossy().into_owned());
+        }
+        let mut args = vec![
+            "sim".to_owned(),
+            "--until".into(),
+            "10m".into(),
+            "--stages".into(),
+        ];
+        args.extend(stages);
+        args.extend([
+            "--objects".into(),
+            nodes.to_string_lossy().into_owned(),
+            pods.to_string_lossy().into_owned(),
+        ]);
+        args.extend(["-o".into(), "summary".into()]);
+        args
+    };
+    let run = |with_loop: bool| {
+        let args = args(with_loop);
+        kstage(&args.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    let transitions = |out: &std::process::Output| -> u64 {
+        let text = String::from_utf8_lossy(&out.stderr);
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("kstage sim:"))
+            .unwrap_or_default();
+        line.split(", ")
+            .find_map(|part| part.strip_suffix(" transitions")?.parse().ok())
+            .unwrap_or_else(|| panic!("no transitions in {text}"))
+    };
+    let calm = run(false);
+    let looped = run(true);
+    let stderr = String::from_utf8_lossy(&looped.stderr);
+    assert!(calm.status.success() && looped.status.success(), "{stderr}");
+    let warnings: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("plays Stage \"self-matching\" again and again"))
+        .collect();
+    assert_eq!(warnings.len(), 2, "once per node:\n{stderr}");
+    // 20 plays a second, then 1 s, 2 s, ... 60 s apart: about 30 per node in 10 minutes
+    // (unguarded, the sim stops at its 10,000,000-transition bound instead).
+    let extra = transitions(&looped) - transitions(&calm);
+    assert!(
+        (2 * 21..=2 * 40).contains(&extra),
+        "{extra} extra transitions:\n{stderr}"
+    );
+}
