@@ -23,7 +23,9 @@ pub struct ApiServerArgs {
     /// Serve HTTPS with a generated certificate authority (written into the kubeconfig).
     #[arg(long)]
     tls: bool,
-    /// Require this bearer token (written into the kubeconfig).
+    /// Require this bearer token (written into the kubeconfig). Implies `--tls`: kubectl
+    /// and client-go send no bearer token over plain http, so a token-only server would
+    /// refuse every one of their requests.
     #[arg(long, env = "KSTAGE_APISERVER_TOKEN")]
     token: Option<String>,
     /// Where to write the kubeconfig.
@@ -58,7 +60,7 @@ impl ApiServerArgs {
     fn config(&self) -> Config {
         Config {
             address: SocketAddr::new(self.address, self.port),
-            tls: self.tls,
+            tls: self.tls || self.token.is_some(),
             token: self.token.clone(),
             faults: self.faults.clone(),
             fault_seed: self.fault_seed,
@@ -115,4 +117,26 @@ pub(super) fn run(args: ApiServerArgs) -> anyhow::Result<ExitCode> {
         eprintln!("kstage apiserver: stopped");
         anyhow::Ok(ExitCode::SUCCESS)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: ApiServerArgs,
+    }
+
+    #[test]
+    fn a_token_implies_tls() {
+        let config = |argv: &[&str]| Cli::parse_from(argv).args.config();
+        assert!(!config(&["x"]).tls);
+        assert!(config(&["x", "--tls"]).tls);
+        let with_token = config(&["x", "--token", "t"]);
+        assert!(with_token.tls && with_token.token.as_deref() == Some("t"));
+    }
 }

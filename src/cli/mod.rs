@@ -140,6 +140,16 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// The innermost cause of `e` (the part of a nested error that is not repeated by the
+/// layers around it).
+pub(super) fn innermost(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut inner = e;
+    while let Some(source) = inner.source() {
+        inner = source;
+    }
+    inner.to_string()
+}
+
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {
         c.downcast_ref::<std::io::Error>()

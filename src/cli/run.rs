@@ -252,8 +252,16 @@ pub(super) fn stage_files(paths: &[PathBuf], renderer: &Renderer) -> anyhow::Res
 pub(super) async fn client_config(path: Option<&std::path::Path>) -> anyhow::Result<kube::Config> {
     match path {
         Some(path) => {
-            let k = Kubeconfig::read_from(path)
-                .with_context(|| format!("cannot read {}", path.display()))?;
+            // Checked first: kube-rs' own error for a missing file names the path quoted
+            // twice and the OS error twice.
+            std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+            let k = Kubeconfig::read_from(path).map_err(|e| {
+                anyhow::anyhow!(
+                    "{}: not a kubeconfig: {}",
+                    path.display(),
+                    super::innermost(&e)
+                )
+            })?;
             Ok(kube::Config::from_custom_kubeconfig(k, &KubeConfigOptions::default()).await?)
         }
         None => kube::Config::infer()

@@ -147,3 +147,25 @@ fn explain_of_an_unknown_object_file_fails_cleanly() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("missing.yaml"));
 }
+
+/// A missing kubeconfig is named once, with its OS error once.
+#[test]
+fn a_missing_kubeconfig_is_reported_once() {
+    let missing = "/nonexistent/kstage-it.kubeconfig";
+    let out = kstage(&[
+        "run",
+        "--kubeconfig",
+        missing,
+        "--stages",
+        "examples/stages",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.matches(missing).count(), 1, "{stderr}");
+    assert_eq!(
+        stderr.matches("No such file or directory").count(),
+        1,
+        "{stderr}"
+    );
+    assert!(!stderr.contains("'\""), "quoted twice: {stderr}");
+}
