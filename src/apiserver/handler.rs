@@ -589,14 +589,26 @@ fn object_body(body: &[u8]) -> Result<Value, Response<Body>> {
     match serde_json::from_slice::<Value>(body) {
         Ok(v @ Value::Object(_)) => Ok(v),
         Ok(_) => Err(reply::error(400, "the body must be a JSON object", None)),
-        Err(e) => match std::str::from_utf8(body).ok().map(crate::yaml::to_json) {
-            Some(Ok(v @ Value::Object(_))) => Ok(v),
-            _ => Err(reply::error(
-                400,
-                &format!("the body could not be decoded: {e}"),
-                None,
-            )),
-        },
+        Err(json_error) => {
+            // A body that does not start as JSON does is YAML (server-side apply's
+            // `application/apply-patch+yaml`): its own error is the one to report.
+            let looks_like_json = body
+                .iter()
+                .find(|b| !b.is_ascii_whitespace())
+                .is_some_and(|b| matches!(b, b'{' | b'['));
+            let message = match std::str::from_utf8(body).map(crate::yaml::to_json) {
+                Ok(Ok(v @ Value::Object(_))) => return Ok(v),
+                _ if looks_like_json => {
+                    format!("the body could not be decoded as JSON: {json_error}")
+                }
+                Ok(Ok(_)) => "the body must be an object".to_owned(),
+                Ok(Err(yaml_error)) => {
+                    format!("the body could not be decoded as YAML: {yaml_error}")
+                }
+                Err(utf8) => format!("the body is not UTF-8 text: {utf8}"),
+            };
+            Err(reply::error(400, &message, None))
+        }
     }
 }
 

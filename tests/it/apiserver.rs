@@ -1033,3 +1033,40 @@ async fn writes_wait_for_the_configured_latency() {
     .expect("patched");
     assert!(started.elapsed() >= latency, "{:?}", started.elapsed());
 }
+
+/// A server-side apply body that is not valid YAML is reported with the YAML parser's
+/// error, not as a JSON one; a broken JSON body keeps the JSON error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_apply_body_is_reported_in_its_own_language() {
+    let h = harness(Config::default()).await;
+    let send = |content_type: &'static str, body: &'static str| {
+        let client = h.client.clone();
+        async move {
+            let request = http::Request::builder()
+                .method("PATCH")
+                .uri("/api/v1/namespaces/default/configmaps/c?fieldManager=m")
+                .header("content-type", content_type)
+                .body(body.as_bytes().to_vec())
+                .expect("request");
+            client.request::<Value>(request).await.expect_err("refused")
+        }
+    };
+    let e = send(
+        "application/apply-patch+yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: [\n",
+    )
+    .await;
+    assert_eq!(status_code(&e), Some(400), "{e}");
+    let text = e.to_string();
+    assert!(
+        text.contains("decoded as YAML") && !text.contains("JSON"),
+        "{text}"
+    );
+    let e = send(
+        "application/apply-patch+yaml",
+        "{\"apiVersion\": \"v1\", \"kind\": ",
+    )
+    .await;
+    assert_eq!(status_code(&e), Some(400), "{e}");
+    assert!(e.to_string().contains("decoded as JSON"), "{e}");
+}
