@@ -265,16 +265,7 @@ pub fn serve(memory: u64) -> std::io::Result<()> {
         let reply = match serde_json::from_str::<Request>(&line?) {
             Err(e) => Reply::Error(format!("an unreadable request: {e}")),
             Ok(Request::Jq { source, input }) => {
-                if jq.len() >= COMPILED {
-                    jq.clear();
-                }
-                let program = match jq.entry(source) {
-                    std::collections::hash_map::Entry::Occupied(o) => Ok(o.into_mut()),
-                    std::collections::hash_map::Entry::Vacant(v) => {
-                        super::expr::Jq::compile(v.key()).map(|p| v.insert(p))
-                    }
-                };
-                match program {
+                match compiled(&mut jq, source, super::expr::Jq::compile) {
                     Ok(program) => match program.outputs_here(&input) {
                         Ok(outputs) => Reply::Outputs(outputs),
                         Err(e) => Reply::Error(e.to_string()),
@@ -283,16 +274,7 @@ pub fn serve(memory: u64) -> std::io::Result<()> {
                 }
             }
             Ok(Request::Cel { source, input }) => {
-                if cel.len() >= COMPILED {
-                    cel.clear();
-                }
-                let program = match cel.entry(source) {
-                    std::collections::hash_map::Entry::Occupied(o) => Ok(o.into_mut()),
-                    std::collections::hash_map::Entry::Vacant(v) => {
-                        super::expr::Cel::compile(v.key()).map(|p| v.insert(p))
-                    }
-                };
-                match program {
+                match compiled(&mut cel, source, super::expr::Cel::compile) {
                     Ok(program) => program.reply_here(&input),
                     Err(e) => Reply::Error(e),
                 }
@@ -303,4 +285,22 @@ pub fn serve(memory: u64) -> std::io::Result<()> {
         stdout.flush()?;
     }
     Ok(())
+}
+
+/// The program of `source`, compiled once (the cache is emptied when full).
+fn compiled<T>(
+    cache: &mut HashMap<String, T>,
+    source: String,
+    compile: impl FnOnce(&str) -> Result<T, String>,
+) -> Result<&T, String> {
+    if cache.len() >= COMPILED && !cache.contains_key(&source) {
+        cache.clear();
+    }
+    match cache.entry(source) {
+        std::collections::hash_map::Entry::Occupied(o) => Ok(o.into_mut()),
+        std::collections::hash_map::Entry::Vacant(v) => {
+            let program = compile(v.key())?;
+            Ok(v.insert(program))
+        }
+    }
 }
