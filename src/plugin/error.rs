@@ -45,7 +45,33 @@ pub enum Cause {
     NotConfigured,
 }
 
+/// The most bytes of a plugin's own text (its error, its trap message, what was wrong
+/// with its answer) an error keeps: a plugin's answer may be megabytes long.
+pub const MAX_CAUSE_TEXT: usize = 2048;
+
+/// `text` cut to [`MAX_CAUSE_TEXT`] bytes (at a character boundary), saying how long it was.
+pub fn bounded_text(text: String) -> String {
+    if text.len() <= MAX_CAUSE_TEXT {
+        return text;
+    }
+    let mut end = MAX_CAUSE_TEXT;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes in all)", &text[..end], text.len())
+}
+
 impl Cause {
+    /// The cause with any text from the plugin cut to [`MAX_CAUSE_TEXT`] bytes.
+    pub fn bounded(self) -> Self {
+        match self {
+            Cause::Trap(t) => Cause::Trap(bounded_text(t)),
+            Cause::Malformed(t) => Cause::Malformed(bounded_text(t)),
+            Cause::Guest(t) => Cause::Guest(bounded_text(t)),
+            other => other,
+        }
+    }
+
     /// A stable lower-case name, for metrics.
     pub fn as_str(&self) -> &'static str {
         match self {
@@ -79,4 +105,29 @@ pub struct LoadError {
     pub path: PathBuf,
     /// What is wrong with it.
     pub problem: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plugins_text_is_cut_in_errors() {
+        let huge = "é".repeat(50 << 20);
+        let cause = Cause::Guest(huge.clone()).bounded();
+        let Cause::Guest(text) = &cause else {
+            panic!("{cause:?}");
+        };
+        assert!(text.len() < MAX_CAUSE_TEXT + 64, "{} bytes", text.len());
+        assert!(
+            text.ends_with(&format!("({} bytes in all)", huge.len())),
+            "{}",
+            &text[text.len() - 40..]
+        );
+        assert_eq!(
+            Cause::Trap("short".into()).bounded(),
+            Cause::Trap("short".into())
+        );
+        assert_eq!(Cause::Missing.bounded(), Cause::Missing);
+    }
 }

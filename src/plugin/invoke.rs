@@ -105,8 +105,10 @@ pub fn call(plugin: &Plugin, capability: Capability, input: Value) -> Result<Val
                     &super::convert::object_json(&input.object),
                 )
                 .map_err(|e| e.to_string())?;
-            serde_json::from_str(&text)
-                .map_err(|e| format!("{}: rendered text is not JSON ({e}): {text}", plugin.name()))
+            serde_json::from_str(&text).map_err(|e| {
+                let text = super::error::bounded_text(text.clone());
+                format!("{}: rendered text is not JSON ({e}): {text}", plugin.name())
+            })
         }
         Capability::Classifier => {
             let input: ClassifyInput = parse(input)?;

@@ -385,7 +385,7 @@ impl Plugin {
         CallError {
             plugin: self.name.to_string(),
             export: capability.export(),
-            cause,
+            cause: cause.bounded(),
         }
     }
 
