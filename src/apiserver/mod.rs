@@ -69,6 +69,23 @@ pub struct Config {
     /// Every write (create, update, patch, apply, delete) waits this long before it is
     /// stored, as a real API server waits for etcd to commit (zero: none).
     pub write_latency: Duration,
+    /// A connection that has not sent a request's headers (or finished its TLS
+    /// handshake) this long after it opened or after its last answer is closed: silent
+    /// and half-sent connections do not hold the server's file descriptors.
+    pub header_read_timeout: Duration,
+    /// Open connections at most (watches included); one more is closed at once.
+    pub max_connections: usize,
+}
+
+/// The default [`Config::max_connections`]: the file descriptors this process may open,
+/// less a reserve for its own files and `accept` itself.
+fn default_max_connections() -> usize {
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+        .current
+        .unwrap_or(65_536);
+    usize::try_from(limit.saturating_sub(64))
+        .unwrap_or(usize::MAX)
+        .max(16)
 }
 
 impl Default for Config {
@@ -84,6 +101,8 @@ impl Default for Config {
             history_limit: 50_000,
             bookmark_every: Duration::from_secs(5),
             write_latency: Duration::ZERO,
+            header_read_timeout: Duration::from_secs(30),
+            max_connections: default_max_connections(),
         }
     }
 }
@@ -187,7 +206,13 @@ impl ApiServer {
             clock,
             address: addr.to_string(),
         });
-        let accept = tokio::spawn(accept_loop(listener, server.clone(), acceptor));
+        let limits = Limits {
+            header_read_timeout: server.config.header_read_timeout,
+            connections: Arc::new(tokio::sync::Semaphore::new(
+                server.config.max_connections.max(1),
+            )),
+        };
+        let accept = tokio::spawn(accept_loop(listener, server.clone(), acceptor, limits));
         Ok(Self {
             server,
             addr,
@@ -244,10 +269,18 @@ impl ApiServer {
     }
 }
 
+/// What bounds the connections of a server.
+#[derive(Clone)]
+struct Limits {
+    header_read_timeout: Duration,
+    connections: Arc<tokio::sync::Semaphore>,
+}
+
 async fn accept_loop(
     listener: TcpListener,
     server: Arc<Server>,
     acceptor: Option<tokio_rustls::TlsAcceptor>,
+    limits: Limits,
 ) {
     loop {
         let (tcp, _) = match listener.accept().await {
@@ -258,26 +291,41 @@ async fn accept_loop(
                 continue;
             }
         };
+        let Ok(permit) = limits.connections.clone().try_acquire_owned() else {
+            // Closed at once rather than left waiting: the client sees it and retries.
+            tracing::debug!(
+                "{} connections open already: closing a new one",
+                limits.connections.available_permits()
+            );
+            drop(tcp);
+            continue;
+        };
         let _ = tcp.set_nodelay(true);
         let server = server.clone();
         let acceptor = acceptor.clone();
+        let timeout = limits.header_read_timeout;
         tokio::spawn(async move {
+            let _permit = permit;
             let stream = match acceptor {
                 None => Stream::Plain(tcp),
-                Some(a) => match a.accept(tcp).await {
-                    Ok(tls) => Stream::Tls(Box::new(tls)),
-                    Err(e) => {
+                Some(a) => match tokio::time::timeout(timeout, a.accept(tcp)).await {
+                    Ok(Ok(tls)) => Stream::Tls(Box::new(tls)),
+                    Ok(Err(e)) => {
                         tracing::debug!("TLS handshake failed: {e}");
+                        return;
+                    }
+                    Err(_) => {
+                        tracing::debug!("TLS handshake not done within {timeout:?}");
                         return;
                     }
                 },
             };
-            serve_connection(stream, server).await;
+            serve_connection(stream, server, timeout).await;
         });
     }
 }
 
-async fn serve_connection(stream: Stream, server: Arc<Server>) {
+async fn serve_connection(stream: Stream, server: Arc<Server>, header_read_timeout: Duration) {
     let reset = Arc::new(AtomicBool::new(false));
     let io = Io {
         stream,
@@ -296,6 +344,8 @@ async fn serve_connection(stream: Stream, server: Arc<Server>) {
     });
     let conn = hyper::server::conn::http1::Builder::new()
         .keep_alive(true)
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(header_read_timeout)
         .serve_connection(TokioIo::new(io), service);
     if let Err(e) = conn.await {
         tracing::debug!("connection ended: {e}");

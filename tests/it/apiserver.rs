@@ -1070,3 +1070,87 @@ async fn a_malformed_apply_body_is_reported_in_its_own_language() {
     assert_eq!(status_code(&e), Some(400), "{e}");
     assert!(e.to_string().contains("decoded as JSON"), "{e}");
 }
+
+/// Closed by the server: a read ends (EOF or reset) instead of waiting for ever. The
+/// timeout only bounds a failing test.
+async fn closed(mut c: tokio::net::TcpStream) -> bool {
+    use tokio::io::AsyncReadExt as _;
+    let mut buf = [0u8; 64];
+    matches!(
+        tokio::time::timeout(Duration::from_secs(20), c.read(&mut buf)).await,
+        Ok(Ok(0) | Err(_))
+    )
+}
+
+/// The server's address for raw connections.
+fn address(h: &Harness) -> String {
+    let url = h.server.url();
+    url.trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_owned()
+}
+
+/// Silent and half-sent connections are closed after the header read timeout; the
+/// server answers again once they are gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_and_half_sent_connections_are_closed() {
+    use tokio::io::AsyncWriteExt as _;
+    let h = harness(Config {
+        header_read_timeout: Duration::from_millis(300),
+        max_connections: 2,
+        ..Config::default()
+    })
+    .await;
+    let silent = tokio::net::TcpStream::connect(address(&h))
+        .await
+        .expect("connect");
+    let mut half = tokio::net::TcpStream::connect(address(&h))
+        .await
+        .expect("connect");
+    half.write_all(b"GET /api HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .expect("write");
+    let (a, b) = tokio::join!(closed(silent), closed(half));
+    assert!(a && b, "silent and half-sent connections are closed");
+    let pods: Api<Pod> = Api::namespaced(h.client.clone(), "default");
+    pods.list(&ListParams::default())
+        .await
+        .expect("the server answers");
+}
+
+/// Past the connection cap a new connection is closed at once (the header read timeout
+/// is far off here, so nothing else closes it), and the server serves again as
+/// connections end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_past_the_cap_are_closed_at_once() {
+    let h = harness(Config {
+        header_read_timeout: Duration::from_secs(600),
+        max_connections: 2,
+        ..Config::default()
+    })
+    .await;
+    let held = [
+        tokio::net::TcpStream::connect(address(&h))
+            .await
+            .expect("connect"),
+        tokio::net::TcpStream::connect(address(&h))
+            .await
+            .expect("connect"),
+    ];
+    let extra = tokio::net::TcpStream::connect(address(&h))
+        .await
+        .expect("connect");
+    assert!(closed(extra).await, "a connection past the cap is closed");
+    drop(held);
+    // The permits come back as the server sees the two go.
+    let pods: Api<Pod> = Api::namespaced(h.client.clone(), "default");
+    let mut answered = false;
+    for _ in 0..100 {
+        if pods.list(&ListParams::default()).await.is_ok() {
+            answered = true;
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert!(answered, "the server answers once connections end");
+}
