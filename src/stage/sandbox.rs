@@ -139,16 +139,22 @@ impl Sandbox {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .pop();
+        let spawn = || {
+            Worker::spawn(&self.exe, self.limits.memory)
+                .map_err(|e| Overrun::Unavailable(format!("starting {}: {e}", self.exe.display())))
+        };
         let mut worker = match idle {
             Some(worker) => worker,
-            None => Worker::spawn(&self.exe, self.limits.memory).map_err(|e| {
-                Overrun::Unavailable(format!("starting {}: {e}", self.exe.display()))
-            })?,
+            None => spawn()?,
         };
-        let sent = serde_json::to_writer(&mut worker.stdin, request)
-            .map_err(std::io::Error::from)
-            .and_then(|()| worker.stdin.write_all(b"\n"))
-            .and_then(|()| worker.stdin.flush());
+        let mut sent = worker.send(request);
+        if sent.is_err() {
+            // An idle child that went away meanwhile is not this program's doing: once
+            // more with a fresh one.
+            worker.end();
+            worker = spawn()?;
+            sent = worker.send(request);
+        }
         let answer = match sent {
             Ok(()) => worker.replies.recv_timeout(self.limits.time),
             Err(_) => Err(mpsc::RecvTimeoutError::Disconnected),
@@ -218,6 +224,13 @@ impl Worker {
             stdin,
             replies,
         })
+    }
+
+    /// Send `request`, one JSON line.
+    fn send(&mut self, request: &Request) -> std::io::Result<()> {
+        serde_json::to_writer(&mut self.stdin, request).map_err(std::io::Error::from)?;
+        self.stdin.write_all(b"\n")?;
+        self.stdin.flush()
     }
 
     /// Kill the child and say how it ended.
