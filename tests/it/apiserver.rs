@@ -1082,6 +1082,24 @@ async fn closed(mut c: tokio::net::TcpStream) -> bool {
     )
 }
 
+/// A server closing connections that send no headers within `timeout`, at most two
+/// open.
+async fn limited(timeout: Duration) -> Harness {
+    harness(Config {
+        header_read_timeout: timeout,
+        max_connections: 2,
+        ..Config::default()
+    })
+    .await
+}
+
+/// A raw connection to the server.
+async fn connect(h: &Harness) -> tokio::net::TcpStream {
+    tokio::net::TcpStream::connect(address(h))
+        .await
+        .expect("connect")
+}
+
 /// The server's address for raw connections.
 fn address(h: &Harness) -> String {
     let url = h.server.url();
@@ -1095,18 +1113,9 @@ fn address(h: &Harness) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn silent_and_half_sent_connections_are_closed() {
     use tokio::io::AsyncWriteExt as _;
-    let h = harness(Config {
-        header_read_timeout: Duration::from_millis(300),
-        max_connections: 2,
-        ..Config::default()
-    })
-    .await;
-    let silent = tokio::net::TcpStream::connect(address(&h))
-        .await
-        .expect("connect");
-    let mut half = tokio::net::TcpStream::connect(address(&h))
-        .await
-        .expect("connect");
+    let h = limited(Duration::from_millis(300)).await;
+    let silent = connect(&h).await;
+    let mut half = connect(&h).await;
     half.write_all(b"GET /api HTTP/1.1\r\nHost: x\r\n")
         .await
         .expect("write");
@@ -1123,23 +1132,9 @@ async fn silent_and_half_sent_connections_are_closed() {
 /// connections end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_past_the_cap_are_closed_at_once() {
-    let h = harness(Config {
-        header_read_timeout: Duration::from_secs(600),
-        max_connections: 2,
-        ..Config::default()
-    })
-    .await;
-    let held = [
-        tokio::net::TcpStream::connect(address(&h))
-            .await
-            .expect("connect"),
-        tokio::net::TcpStream::connect(address(&h))
-            .await
-            .expect("connect"),
-    ];
-    let extra = tokio::net::TcpStream::connect(address(&h))
-        .await
-        .expect("connect");
+    let h = limited(Duration::from_secs(600)).await;
+    let held = [connect(&h).await, connect(&h).await];
+    let extra = connect(&h).await;
     assert!(closed(extra).await, "a connection past the cap is closed");
     drop(held);
     // The permits come back as the server sees the two go.
