@@ -262,8 +262,8 @@ impl Jq {
             return Err(JqError::Budget(refused));
         }
         let request = super::sandbox::Request::Jq {
-            source: self.source.clone(),
-            input: input.clone(),
+            source: Cow::Borrowed(&self.source),
+            input: Cow::Borrowed(input),
         };
         match super::sandbox::eval(&request) {
             None => self.run_jaq(input),
@@ -773,8 +773,8 @@ impl Cel {
             return Err(refused);
         }
         let request = super::sandbox::Request::Cel {
-            source: self.source.clone(),
-            input: cel_to_json(&obj.0)?,
+            source: Cow::Borrowed(&self.source),
+            input: Cow::Owned(cel_to_json(&obj.0)?),
         };
         use super::sandbox::Reply;
         match super::sandbox::eval(&request) {

@@ -18,6 +18,7 @@
 //! The boundary is installed by the `kstage` binary ([`install`]); without it (kstage used
 //! as a library, its unit tests) every program runs in-process, unbounded.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -47,22 +48,23 @@ impl Default for Limits {
     }
 }
 
-/// A program to evaluate, and its input.
+/// A program to evaluate, and its input: borrowed where it is sent (the object is
+/// written to the child as it is, not copied first), owned where it is read.
 #[derive(Debug, Serialize, Deserialize)]
-pub enum Request {
+pub enum Request<'a> {
     /// A jq program; the answer is its outputs.
     Jq {
         /// The program.
-        source: String,
+        source: Cow<'a, str>,
         /// Its input.
-        input: Value,
+        input: Cow<'a, Value>,
     },
     /// A CEL program with `self` bound to `input`; the answer is its result.
     Cel {
         /// The program.
-        source: String,
+        source: Cow<'a, str>,
         /// The object.
-        input: Value,
+        input: Cow<'a, Value>,
     },
 }
 
@@ -120,20 +122,15 @@ pub fn installed() -> bool {
     SANDBOX.get().is_some()
 }
 
-/// The limits in force (the defaults when nothing is installed).
-pub fn limits() -> Limits {
-    SANDBOX.get().map(|s| s.limits).unwrap_or_default()
-}
-
 /// Evaluate `request` in a child process; `None` when no sandbox is installed (the caller
 /// evaluates in-process).
-pub fn eval(request: &Request) -> Option<Result<Reply, Overrun>> {
+pub fn eval(request: &Request<'_>) -> Option<Result<Reply, Overrun>> {
     let sandbox = SANDBOX.get()?;
     Some(sandbox.eval(request))
 }
 
 impl Sandbox {
-    fn eval(&self, request: &Request) -> Result<Reply, Overrun> {
+    fn eval(&self, request: &Request<'_>) -> Result<Reply, Overrun> {
         let idle = self
             .idle
             .lock()
@@ -227,7 +224,7 @@ impl Worker {
     }
 
     /// Send `request`, one JSON line.
-    fn send(&mut self, request: &Request) -> std::io::Result<()> {
+    fn send(&mut self, request: &Request<'_>) -> std::io::Result<()> {
         serde_json::to_writer(&mut self.stdin, request).map_err(std::io::Error::from)?;
         self.stdin.write_all(b"\n")?;
         self.stdin.flush()
@@ -278,7 +275,7 @@ pub fn serve(memory: u64) -> std::io::Result<()> {
         let reply = match serde_json::from_str::<Request>(&line?) {
             Err(e) => Reply::Error(format!("an unreadable request: {e}")),
             Ok(Request::Jq { source, input }) => {
-                match compiled(&mut jq, source, super::expr::Jq::compile) {
+                match compiled(&mut jq, source.into_owned(), super::expr::Jq::compile) {
                     Ok(program) => match program.outputs_here(&input) {
                         Ok(outputs) => Reply::Outputs(outputs),
                         Err(e) => Reply::Error(e.to_string()),
@@ -287,7 +284,7 @@ pub fn serve(memory: u64) -> std::io::Result<()> {
                 }
             }
             Ok(Request::Cel { source, input }) => {
-                match compiled(&mut cel, source, super::expr::Cel::compile) {
+                match compiled(&mut cel, source.into_owned(), super::expr::Cel::compile) {
                     Ok(program) => program.reply_here(&input),
                     Err(e) => Reply::Error(e),
                 }
