@@ -556,15 +556,16 @@ impl<C: Cluster> Engine<C> {
             self.queue.cancel(&key);
             return;
         };
+        let seen = keys.latest.get(&key);
         // An object caught in a loop on this Stage waits longer (see `reentry`).
         let delay = delay
-            + keys.latest.get(&key).map_or(Duration::ZERO, |seen| {
+            + seen.map_or(Duration::ZERO, |seen| {
                 seen.reentry.penalty(stage_id(&stage))
             });
         // A packed object is parsed again when the job plays: a queued job does not keep
         // its own parsed copy (100,000 pods marked for deletion at once would need a
         // gigabyte).
-        let packed = keys.latest.get(&key).is_some_and(|seen| seen.packs(object));
+        let packed = seen.is_some_and(|seen| seen.packs(object));
         let job = Job {
             key: key.clone(),
             object: if packed {
