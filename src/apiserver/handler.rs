@@ -122,19 +122,47 @@ fn version() -> Value {
     })
 }
 
+/// The body of a request, at most [`MAX_BODY`] bytes. A larger one is answered with
+/// kube-apiserver's 413 and `Connection: close`, before it is read when its
+/// `Content-Length` says so; the connection then ends with a lingering close (see
+/// `serve_connection`), so the client reads the 413 instead of a broken pipe.
 async fn read_body<B>(req: Request<B>) -> Result<Bytes, Response<Body>>
 where
     B: hyper::body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > MAX_BODY as u64) {
+        return Err(too_large());
+    }
     match Limited::new(req.into_body(), MAX_BODY).collect().await {
         Ok(c) => Ok(c.to_bytes()),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(too_large()),
         Err(e) => Err(reply::error(
-            413,
+            400,
             &format!("the request body could not be read: {e}"),
             None,
         )),
     }
+}
+
+/// kube-apiserver's answer to a body over the limit; the connection closes after it (the
+/// rest of the body is not read).
+fn too_large() -> Response<Body> {
+    let mut response = reply::error(
+        413,
+        &format!("Request entity too large: limit is {MAX_BODY}"),
+        None,
+    );
+    response.headers_mut().insert(
+        header::CONNECTION,
+        header::HeaderValue::from_static("close"),
+    );
+    response
 }
 
 /// `GET /kstage/faults`: the rules and counters; `PUT` with a spec (text, or JSON
@@ -288,21 +316,7 @@ where
             req.headers(),
             close_after,
         ),
-        Verb::Create => {
-            let body = match read_body(req).await {
-                Ok(b) => b,
-                Err(resp) => return Ok(resp),
-            };
-            create(&server.state, r, namespace, &body)
-        }
-        Verb::Update => {
-            let body = match read_body(req).await {
-                Ok(b) => b,
-                Err(resp) => return Ok(resp),
-            };
-            update(&server.state, r, &target, &body)
-        }
-        Verb::Patch | Verb::Apply => {
+        Verb::Create | Verb::Update | Verb::Patch | Verb::Apply => {
             let content_type = req
                 .headers()
                 .get(header::CONTENT_TYPE)
@@ -313,7 +327,11 @@ where
                 Ok(b) => b,
                 Err(resp) => return Ok(resp),
             };
-            patch(&server.state, r, &target, &query, &content_type, &body)
+            match verb {
+                Verb::Create => create(&server.state, r, namespace, &content_type, &body),
+                Verb::Update => update(&server.state, r, &target, &content_type, &body),
+                _ => patch(&server.state, r, &target, &query, &content_type, &body),
+            }
         }
         Verb::Delete => {
             let body = match read_body(req).await {
@@ -445,20 +463,18 @@ fn list(
         Ok(f) => f,
         Err(r) => return r,
     };
-    // As kube-apiserver (Go's strconv): a `limit` that is not a number is a 400.
-    let limit: usize = match query.get("limit") {
-        None => 0,
-        Some(l) => match l.parse::<i64>() {
-            Ok(n) => usize::try_from(n).unwrap_or(0),
-            Err(_) => {
-                return reply::error(
-                    400,
-                    &format!("strconv.ParseInt: parsing {l:?}: invalid syntax"),
-                    None,
-                );
-            }
-        },
+    // As kube-apiserver: parameters that must be numbers are checked even where they
+    // change nothing here (a list's `timeoutSeconds`, its `resourceVersion`).
+    let limit = match query.int("limit") {
+        Ok(l) => l.map_or(0, |n| usize::try_from(n).unwrap_or(0)),
+        Err(m) => return reply::bad_parameter(&m),
     };
+    if let Err(m) = query.int("timeoutSeconds") {
+        return reply::bad_parameter(&m);
+    }
+    if let Err(m) = query.resource_version() {
+        return reply::storage_error(&m);
+    }
     let (after, at) = match query.get("continue") {
         None => (None, None),
         Some(token) => match decode_continue(token) {
@@ -584,52 +600,92 @@ fn decode_continue(token: &str) -> Option<Continue> {
     serde_json::from_slice(&bytes).ok()
 }
 
-/// Parse a body as a JSON object.
-fn object_body(body: &[u8]) -> Result<Value, Response<Body>> {
-    match serde_json::from_slice::<Value>(body) {
-        Ok(v @ Value::Object(_)) => Ok(v),
-        Ok(_) => Err(reply::error(400, "the body must be a JSON object", None)),
-        Err(json_error) => {
-            // A body that does not start as JSON does is YAML (server-side apply's
-            // `application/apply-patch+yaml`): its own error is the one to report.
-            let looks_like_json = body
-                .iter()
-                .find(|b| !b.is_ascii_whitespace())
-                .is_some_and(|b| matches!(b, b'{' | b'['));
-            let message = match std::str::from_utf8(body).map(crate::yaml::to_json) {
-                Ok(Ok(v @ Value::Object(_))) => return Ok(v),
-                _ if looks_like_json => {
-                    format!("the body could not be decoded as JSON: {json_error}")
-                }
-                Ok(Ok(_)) => "the body must be an object".to_owned(),
-                Ok(Err(yaml_error)) => {
-                    format!("the body could not be decoded as YAML: {yaml_error}")
-                }
-                Err(utf8) => format!("the body is not UTF-8 text: {utf8}"),
-            };
-            Err(reply::error(400, &message, None))
+/// How a body that holds an object is encoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Encoding {
+    Json,
+    /// YAML, which takes JSON too.
+    Yaml,
+}
+
+impl Encoding {
+    /// A create or update body's encoding, by its `Content-Type`: JSON or YAML, as
+    /// kube-apiserver takes them (it takes protobuf too, which is not served here); any
+    /// other type, or none, is its 415.
+    fn of_object(content_type: &str) -> Result<Self, Response<Body>> {
+        let media = content_type.split(';').next().unwrap_or("").trim();
+        if media.eq_ignore_ascii_case("application/json") {
+            Ok(Self::Json)
+        } else if media.eq_ignore_ascii_case("application/yaml") {
+            Ok(Self::Yaml)
+        } else {
+            Err(reply::error(
+                415,
+                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml",
+                None,
+            ))
         }
     }
 }
 
-/// The object of a request body, filled in and checked by [`conform`]; `typed` requires
-/// `apiVersion` and `kind` in the body (server-side apply does).
+/// Decode a body that must hold one object; `Err` is why it does not, in the words of
+/// kube-apiserver's decoders (JSON: the whole body is one value, nothing after it).
+fn object_body(body: &[u8], encoding: Encoding) -> Result<Value, String> {
+    let value = match encoding {
+        Encoding::Json => serde_json::from_slice::<Value>(body)
+            .map_err(|e| format!("couldn't get version/kind; json parse error: {e}"))?,
+        Encoding::Yaml => std::str::from_utf8(body)
+            .map_err(|e| format!("the body is not UTF-8 text: {e}"))
+            .and_then(|text| {
+                crate::yaml::to_json(text)
+                    .map_err(|e| format!("error converting YAML to JSON: {e}"))
+            })?,
+    };
+    match value {
+        Value::Object(_) => Ok(value),
+        _ => Err("couldn't get version/kind; the body is not an object".to_owned()),
+    }
+}
+
+/// The object of a create or update body, filled in and checked by [`conform`].
 fn conformed(
     resource: &Resource,
-    namespace: Option<&str>,
-    name: Option<&str>,
+    target: (Option<&str>, Option<&str>),
+    content_type: &str,
     body: &[u8],
-    typed: bool,
 ) -> Result<Value, Response<Body>> {
-    let mut object = object_body(body)?;
-    if typed && (object.get("apiVersion").is_none() || object.get("kind").is_none()) {
+    let encoding = Encoding::of_object(content_type)?;
+    let mut object = object_body(body, encoding).map_err(|cause| {
+        reply::error(
+            400,
+            &format!(
+                "the object provided is unrecognized (must be of type {}): {cause}",
+                resource.kind
+            ),
+            None,
+        )
+    })?;
+    conform(resource, target.0, target.1, &mut object)?;
+    Ok(object)
+}
+
+/// The object of a server-side apply body (YAML, or JSON as YAML), which must name its
+/// `apiVersion` and `kind`.
+fn applied(
+    resource: &Resource,
+    target: (Option<&str>, Option<&str>),
+    body: &[u8],
+) -> Result<Value, Response<Body>> {
+    let mut object = object_body(body, Encoding::Yaml)
+        .map_err(|cause| reply::error(400, &format!("error decoding YAML: {cause}"), None))?;
+    if object.get("apiVersion").is_none() || object.get("kind").is_none() {
         return Err(reply::error(
             400,
             "apiVersion and kind must be set in an applied object",
             None,
         ));
     }
-    conform(resource, namespace, name, &mut object)?;
+    conform(resource, target.0, target.1, &mut object)?;
     Ok(object)
 }
 
@@ -715,12 +771,13 @@ fn create(
     state: &State,
     resource: &Resource,
     namespace: Option<&str>,
+    content_type: &str,
     body: &[u8],
 ) -> Response<Body> {
     if resource.namespaced && namespace.is_none() {
         return reply::not_found();
     }
-    let object = match conformed(resource, namespace, None, body, false) {
+    let object = match conformed(resource, (namespace, None), content_type, body) {
         Ok(o) => o,
         Err(r) => return r,
     };
@@ -736,14 +793,19 @@ fn create(
     }
 }
 
-fn update(state: &State, resource: &Resource, target: &Target, body: &[u8]) -> Response<Body> {
+fn update(
+    state: &State,
+    resource: &Resource,
+    target: &Target,
+    content_type: &str,
+    body: &[u8],
+) -> Response<Body> {
     let name = target.name.as_deref().unwrap_or("");
     let object = match conformed(
         resource,
-        target.namespace.as_deref(),
-        Some(name),
+        (target.namespace.as_deref(), Some(name)),
+        content_type,
         body,
-        false,
     ) {
         Ok(o) => o,
         Err(r) => return r,
@@ -795,13 +857,7 @@ fn patch(
                 })),
             );
         }
-        let object = match conformed(
-            resource,
-            target.namespace.as_deref(),
-            Some(name),
-            body,
-            true,
-        ) {
+        let object = match applied(resource, (target.namespace.as_deref(), Some(name)), body) {
             Ok(o) => o,
             Err(r) => return r,
         };
@@ -835,12 +891,13 @@ fn patch(
     }
 }
 
-/// The grace period of a delete: the query's, else the body's `DeleteOptions`.
-fn grace_period(query: &Query, options: &Value) -> Option<i64> {
-    query
-        .get("gracePeriodSeconds")
-        .and_then(|g| g.parse().ok())
-        .or_else(|| options.get("gracePeriodSeconds").and_then(Value::as_i64))
+/// The grace period of a delete: the query's (a 400 when it is not a number), else the
+/// body's `DeleteOptions`.
+fn grace_period(query: &Query, options: &Value) -> Result<Option<i64>, Response<Body>> {
+    Ok(query
+        .int("gracePeriodSeconds")
+        .map_err(|m| reply::bad_parameter(&m))?
+        .or_else(|| options.get("gracePeriodSeconds").and_then(Value::as_i64)))
 }
 
 fn delete(
@@ -869,7 +926,11 @@ fn delete(
             }
         }
     }
-    match state.delete(&key, grace_period(query, &options)) {
+    let grace = match grace_period(query, &options) {
+        Ok(g) => g,
+        Err(r) => return r,
+    };
+    match state.delete(&key, grace) {
         // Pods answer with the deleted object, other kinds with a Status (as a real
         // server does).
         Ok((o, true)) if resource.kind != "Pod" || !resource.builtin => reply::json(
@@ -899,7 +960,10 @@ fn delete_collection(
         Err(r) => return r,
     };
     let options: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
-    let grace = grace_period(query, &options);
+    let grace = match grace_period(query, &options) {
+        Ok(g) => g,
+        Err(r) => return r,
+    };
     let listed = server
         .state
         .list(resource, filter.namespace(namespace), None, 0, None, |o| {

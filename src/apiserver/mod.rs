@@ -347,9 +347,29 @@ async fn serve_connection(stream: Stream, server: Arc<Server>, header_read_timeo
         .timer(hyper_util::rt::TokioTimer::new())
         .header_read_timeout(header_read_timeout)
         .serve_connection(TokioIo::new(io), service);
-    if let Err(e) = conn.await {
-        tracing::debug!("connection ended: {e}");
+    match conn.without_shutdown().await {
+        Ok(parts) => lingering_close(parts.io.into_inner()).await,
+        Err(e) => tracing::debug!("connection ended: {e}"),
     }
+}
+
+/// How long a closing connection's unread input is still read and dropped.
+const LINGER: Duration = Duration::from_secs(2);
+
+/// Close a connection the way Go's HTTP server (and so kube-apiserver) does: send FIN,
+/// then read and drop what the client still sends for up to [`LINGER`]. Closing with
+/// unread input sends RST instead, and a client still uploading a body the server refused
+/// (a 413) would see a broken pipe in place of the answer.
+async fn lingering_close(mut io: Io) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    if io.reset.load(Ordering::Relaxed) || io.shutdown().await.is_err() {
+        return;
+    }
+    let mut sink = [0u8; 16 * 1024];
+    let _ = tokio::time::timeout(LINGER, async {
+        while matches!(io.read(&mut sink).await, Ok(n) if n > 0) {}
+    })
+    .await;
 }
 
 /// A plain or TLS connection.

@@ -76,6 +76,17 @@ pub fn error(code: u16, message: &str, details: Option<Value>) -> Response<Body>
     error_with_reason(code, status_reason(code), message, details)
 }
 
+/// kube-apiserver's 400 for a query parameter it could not convert.
+pub fn bad_parameter(message: &str) -> Response<Body> {
+    error(400, message, None)
+}
+
+/// kube-apiserver's answer to an error its storage layer returns unconverted (a
+/// malformed `resourceVersion`): a 500 without a reason.
+pub fn storage_error(message: &str) -> Response<Body> {
+    error_with_reason(500, "", message, None)
+}
+
 /// 404 for a path that names no resource.
 pub fn not_found() -> Response<Body> {
     error(

@@ -147,6 +147,36 @@ impl Query {
             .filter(|v| !v.is_empty())
     }
 
+    /// An integer parameter, if given: `Err` with Go's `strconv.ParseInt` message when
+    /// it is not one (kube-apiserver answers that as a 400).
+    pub fn int(&self, key: &str) -> Result<Option<i64>, String> {
+        let Some(text) = self.get(key) else {
+            return Ok(None);
+        };
+        text.parse::<i64>().map(Some).map_err(|e| {
+            let why = match e.kind() {
+                std::num::IntErrorKind::PosOverflow | std::num::IntErrorKind::NegOverflow => {
+                    "value out of range"
+                }
+                _ => "invalid syntax",
+            };
+            format!("strconv.ParseInt: parsing {text:?}: {why}")
+        })
+    }
+
+    /// The `resourceVersion` to list or watch from: none for absent or `0`; `Err` with
+    /// kube-apiserver's message for one that is not a number.
+    pub fn resource_version(&self) -> Result<Option<u64>, String> {
+        match self.get("resourceVersion") {
+            None | Some("0") => Ok(None),
+            Some(rv) => rv.parse::<u64>().map(Some).map_err(|_| {
+                format!(
+                    "resourceVersion: Invalid value: {rv:?}: strconv.ParseUint: parsing {rv:?}: invalid syntax"
+                )
+            }),
+        }
+    }
+
     /// A boolean parameter (`true` or `1`).
     pub fn flag(&self, key: &str) -> bool {
         matches!(self.get(key), Some("true" | "1"))

@@ -48,28 +48,19 @@ pub fn start(
         Err(r) => return r,
     };
     let send_initial = query.flag("sendInitialEvents");
-    let from = match query.get("resourceVersion") {
+    let from = match query.resource_version() {
         _ if send_initial => None,
-        None | Some("0") => None,
-        Some(rv) => match rv.parse::<u64>() {
-            Ok(rv) => Some(rv),
-            // kube-apiserver's answer, a 500 without a reason.
-            Err(_) => {
-                return reply::error_with_reason(
-                    500,
-                    "",
-                    &format!(
-                        "resourceVersion: Invalid value: {rv:?}: strconv.ParseUint: parsing {rv:?}: invalid syntax"
-                    ),
-                    None,
-                );
-            }
-        },
+        Ok(from) => from,
+        Err(m) => return reply::storage_error(&m),
     };
-    let timeout = query
-        .get("timeoutSeconds")
-        .and_then(|t| t.parse::<u64>().ok())
-        .map_or(DEFAULT_TIMEOUT, Duration::from_secs);
+    // As kube-apiserver: no timeout, or zero, is the server's own.
+    let timeout = match query.int("timeoutSeconds") {
+        Ok(t) => match t.and_then(|t| u64::try_from(t).ok()).filter(|&t| t > 0) {
+            Some(t) => Duration::from_secs(t),
+            None => DEFAULT_TIMEOUT,
+        },
+        Err(m) => return reply::bad_parameter(&m),
+    };
     let now = Instant::now();
     let namespace = filter.namespace(namespace).map(str::to_owned);
     let options = Options {

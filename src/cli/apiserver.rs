@@ -54,6 +54,14 @@ pub struct ApiServerArgs {
     /// commit (e.g. `2ms`); default none.
     #[arg(long, default_value = "0s", value_parser = super::duration::parse_std_duration)]
     write_latency: Duration,
+    /// A connection that has sent no request headers (or TLS handshake) this long after
+    /// it opened or after its last answer is closed.
+    #[arg(long, default_value = "30s", value_parser = super::duration::parse_std_duration)]
+    header_read_timeout: Duration,
+    /// Open connections at most (watches included); default: the file-descriptor limit
+    /// less 64.
+    #[arg(long)]
+    max_connections: Option<usize>,
 }
 
 impl ApiServerArgs {
@@ -68,6 +76,10 @@ impl ApiServerArgs {
             watch_close_max: self.watch_close_max,
             history_limit: self.history,
             write_latency: self.write_latency,
+            header_read_timeout: self.header_read_timeout,
+            max_connections: self
+                .max_connections
+                .unwrap_or_else(|| Config::default().max_connections),
             ..Config::default()
         }
     }

@@ -1034,41 +1034,202 @@ async fn writes_wait_for_the_configured_latency() {
     assert!(started.elapsed() >= latency, "{:?}", started.elapsed());
 }
 
-/// A server-side apply body that is not valid YAML is reported with the YAML parser's
-/// error, not as a JSON one; a broken JSON body keeps the JSON error.
+/// A raw request through the harness' client: the Status of an error answer.
+async fn refused(
+    h: &Harness,
+    method: &str,
+    uri: &str,
+    content_type: &str,
+    body: &[u8],
+) -> kube::Error {
+    let request = http::Request::builder()
+        .method(method)
+        .uri(uri)
+        .header("content-type", content_type)
+        .body(body.to_vec())
+        .expect("request");
+    h.client
+        .request::<Value>(request)
+        .await
+        .expect_err("refused")
+}
+
+/// The code and message of a refusal.
+fn refusal(e: &kube::Error) -> (u16, String) {
+    match e {
+        kube::Error::Api(s) => (s.code, s.message.clone()),
+        other => panic!("expected a Status answer, got {other}"),
+    }
+}
+
+/// Bodies are decoded as their content type says (server-side apply as YAML, create and
+/// update as JSON or YAML, anything else a 415), with kube-apiserver's words.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_malformed_apply_body_is_reported_in_its_own_language() {
+async fn bodies_are_decoded_by_their_content_type_with_kube_apiservers_words() {
     let h = harness(Config::default()).await;
-    let send = |content_type: &'static str, body: &'static str| {
-        let client = h.client.clone();
-        async move {
-            let request = http::Request::builder()
-                .method("PATCH")
-                .uri("/api/v1/namespaces/default/configmaps/c?fieldManager=m")
-                .header("content-type", content_type)
-                .body(body.as_bytes().to_vec())
-                .expect("request");
-            client.request::<Value>(request).await.expect_err("refused")
-        }
-    };
-    let e = send(
+    let apply = "/api/v1/namespaces/default/configmaps/c?fieldManager=m";
+    let e = refused(
+        &h,
+        "PATCH",
+        apply,
         "application/apply-patch+yaml",
-        "apiVersion: v1\nkind: ConfigMap\nmetadata: [\n",
+        b"apiVersion: v1\nkind: ConfigMap\nmetadata: [\n",
     )
     .await;
-    assert_eq!(status_code(&e), Some(400), "{e}");
-    let text = e.to_string();
+    let (code, message) = refusal(&e);
+    assert_eq!(code, 400, "{message}");
     assert!(
-        text.contains("decoded as YAML") && !text.contains("JSON"),
-        "{text}"
+        message.starts_with("error decoding YAML: error converting YAML to JSON: "),
+        "{message}"
     );
-    let e = send(
-        "application/apply-patch+yaml",
-        "{\"apiVersion\": \"v1\", \"kind\": ",
-    )
-    .await;
-    assert_eq!(status_code(&e), Some(400), "{e}");
-    assert!(e.to_string().contains("decoded as JSON"), "{e}");
+
+    let create = "/api/v1/namespaces/default/configmaps";
+    let good = br#"{"metadata": {"name": "c"}}"#;
+    for (content_type, body, code, words) in [
+        (
+            "text/plain",
+            &good[..],
+            415,
+            "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml",
+        ),
+        (
+            "application/json",
+            br#"{"metadata": {"name": "c"}} {"extra": 1}"#,
+            400,
+            "the object provided is unrecognized (must be of type ConfigMap): couldn't get version/kind; json parse error: trailing characters",
+        ),
+        (
+            "application/json",
+            b"metadata:\n  name: c\n",
+            400,
+            "json parse error",
+        ),
+        ("application/json", b"[1]", 400, "the body is not an object"),
+        (
+            "application/yaml",
+            b"metadata: [\n",
+            400,
+            "the object provided is unrecognized (must be of type ConfigMap): error converting YAML to JSON: ",
+        ),
+    ] {
+        let e = refused(&h, "POST", create, content_type, body).await;
+        let (got, message) = refusal(&e);
+        assert_eq!(
+            got,
+            code,
+            "{content_type} {:?}: {message}",
+            String::from_utf8_lossy(body)
+        );
+        assert!(message.contains(words), "{content_type}: {message}");
+    }
+    // The same object as YAML is taken.
+    let request = http::Request::builder()
+        .method("POST")
+        .uri(create)
+        .header("content-type", "application/yaml")
+        .body(b"metadata:\n  name: from-yaml\n".to_vec())
+        .expect("request");
+    let created: Value = h.client.request(request).await.expect("YAML create");
+    assert_eq!(created["metadata"]["name"], "from-yaml");
+}
+
+/// Query parameters that must be numbers are checked as kube-apiserver checks them:
+/// a 400 with Go's message, and a malformed `resourceVersion` to list from is its 500.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn numeric_query_parameters_are_checked() {
+    let h = harness(Config::default()).await;
+    for (method, uri, code, message) in [
+        (
+            "GET",
+            "/api/v1/pods?timeoutSeconds=ten",
+            400,
+            "strconv.ParseInt: parsing \"ten\": invalid syntax",
+        ),
+        (
+            "GET",
+            "/api/v1/pods?watch=true&timeoutSeconds=1x",
+            400,
+            "strconv.ParseInt: parsing \"1x\": invalid syntax",
+        ),
+        (
+            "GET",
+            "/api/v1/pods?limit=99999999999999999999",
+            400,
+            "strconv.ParseInt: parsing \"99999999999999999999\": value out of range",
+        ),
+        (
+            "GET",
+            "/api/v1/pods?resourceVersion=yesterday",
+            500,
+            "resourceVersion: Invalid value: \"yesterday\": strconv.ParseUint: parsing \"yesterday\": invalid syntax",
+        ),
+        (
+            "DELETE",
+            "/api/v1/namespaces/default/pods/p?gracePeriodSeconds=soon",
+            400,
+            "strconv.ParseInt: parsing \"soon\": invalid syntax",
+        ),
+    ] {
+        let e = refused(&h, method, uri, "application/json", b"").await;
+        assert_eq!(refusal(&e), (code, message.to_owned()), "{uri}");
+    }
+}
+
+/// A body over the 3 MiB limit is answered with kube-apiserver's 413, which the client
+/// receives (the server does not cut the upload off into a broken pipe), whether the
+/// size is declared up front or found while reading; the server serves on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_body_gets_its_413() {
+    let h = harness(Config::default()).await;
+    let big = "x".repeat(8 * 1024 * 1024);
+    let configmaps: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(h.client.clone(), "default");
+    let cm = serde_json::from_value(json!({"metadata": {"name": "big"}, "data": {"x": big}}))
+        .expect("configmap");
+    let e = configmaps
+        .create(&PostParams::default(), &cm)
+        .await
+        .expect_err("refused");
+    assert_eq!(
+        refusal(&e),
+        (413, "Request entity too large: limit is 3145728".to_owned())
+    );
+    // A client that sends its whole body before it reads (as Go's does when its write
+    // fails first) must be able to: the server reads on and drops the rest, then closes,
+    // whether the size was declared or is found while reading.
+    let body_mib = 32;
+    let declared = format!(
+        "POST /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body_mib << 20
+    );
+    let chunked = "POST /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n".to_owned();
+    for (head, chunks) in [(declared, false), (chunked, true)] {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let mut c = connect(&h).await;
+        c.write_all(head.as_bytes()).await.expect("head");
+        let mib = "y".repeat(1 << 20);
+        for _ in 0..body_mib {
+            let piece = if chunks {
+                format!("{:x}\r\n{mib}\r\n", 1 << 20)
+            } else {
+                mib.clone()
+            };
+            c.write_all(piece.as_bytes())
+                .await
+                .expect("the whole body is taken (no broken pipe)");
+        }
+        // Done sending: the server's lingering close sees the end at once.
+        let _ = c.shutdown().await;
+        let mut answer = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(20), c.read_to_end(&mut answer)).await;
+        let answer = String::from_utf8_lossy(&answer);
+        assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+        assert!(answer.contains("RequestEntityTooLarge"), "{answer}");
+    }
+    configmaps
+        .list(&ListParams::default())
+        .await
+        .expect("the server answers");
 }
 
 /// Closed by the server: a read ends (EOF or reset) instead of waiting for ever. The
