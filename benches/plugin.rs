@@ -28,11 +28,11 @@ fn plugins_dir() -> PathBuf {
 }
 
 fn load(runtime: &Arc<Runtime>, name: &str, bytes: &[u8]) -> Arc<Plugin> {
-    let env = HostEnv {
-        plugin: name.into(),
-        clock: Arc::new(SystemClock),
-        rng: Arc::new(Mutex::new(Rng::seeded(1))),
-    };
+    let env = HostEnv::new(
+        name,
+        Arc::new(SystemClock),
+        Arc::new(Mutex::new(Rng::seeded(1))),
+    );
     Plugin::load(
         runtime,
         name,

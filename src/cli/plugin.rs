@@ -44,6 +44,8 @@ pub struct CallArgs {
     /// The call's input, YAML or JSON: for `selector` `{object, candidates: [{name,
     /// weight, delayMs}]}`; for `renderer` `{stage, template, object}`; for `classifier`
     /// `{kind, status, reason, message, retryAfterMs, stage, step, attempt, object}`.
+    /// A test case file (`{capability, input, expect}`, as in the example plugins'
+    /// `cases/`) gives its `input`.
     #[arg(long, short = 'i')]
     input: PathBuf,
     /// Longest the call may run.
@@ -80,11 +82,11 @@ pub(super) fn load(
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "plugin".to_owned());
-    let env = HostEnv {
-        plugin: name.as_str().into(),
-        clock: Arc::new(SystemClock),
-        rng: Arc::new(Mutex::new(Rng::from_entropy())),
-    };
+    let env = HostEnv::new(
+        &name,
+        Arc::new(SystemClock),
+        Arc::new(Mutex::new(Rng::from_entropy())),
+    );
     Ok(Plugin::load(runtime, &name, file, &bytes, settings, env)?)
 }
 
@@ -234,7 +236,8 @@ fn call(args: CallArgs) -> anyhow::Result<ExitCode> {
                 .join(", ")
         );
     }
-    let input = read_input(&args.input)?;
+    let input = crate::plugin::invoke::input_of(read_input(&args.input)?, args.capability)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", args.input.display()))?;
     let answer = crate::plugin::invoke::call(&plugin, args.capability, input)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     super::print(&format!("{}\n", serde_json::to_string_pretty(&answer)?))?;

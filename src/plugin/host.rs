@@ -4,7 +4,9 @@
 //! environment or output).
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use chrono::SecondsFormat;
 use serde::{Deserialize, Serialize};
@@ -71,7 +73,7 @@ impl Grants {
 }
 
 /// What every store of one plugin shares: its name, the engine's clock, the plugin's
-/// random source.
+/// random source, its log budget.
 #[derive(Debug, Clone)]
 pub struct HostEnv {
     /// The plugin's configured name (log lines carry it).
@@ -80,6 +82,92 @@ pub struct HostEnv {
     pub clock: Arc<dyn Clock>,
     /// Seeded in `kstage sim`, so plugin randomness replays.
     pub rng: Arc<Mutex<Rng>>,
+    /// How much the plugin may still write to kstage's log.
+    pub log: Arc<LogBudget>,
+}
+
+impl HostEnv {
+    /// The environment of plugin `name`, with a fresh log budget.
+    pub fn new(name: &str, clock: Arc<dyn Clock>, rng: Arc<Mutex<Rng>>) -> Self {
+        Self {
+            plugin: name.into(),
+            clock,
+            rng,
+            log: Arc::default(),
+        }
+    }
+}
+
+/// The longest message a plugin's `log` call writes; the rest is cut, saying how long
+/// the message was.
+pub const MAX_LOG_MESSAGE: usize = 2048;
+/// Log lines a plugin may write at once ...
+pub const LOG_BURST: f64 = 100.0;
+/// ... and per second after that (wall time, also in `kstage sim`: the budget protects
+/// kstage's output, not the simulation).
+pub const LOG_RATE: f64 = 20.0;
+
+/// What one plugin may write to kstage's log (a token bucket shared by all its stores).
+/// Lines over it are dropped and counted; the next line that gets through is preceded
+/// by a warning saying how many were dropped.
+#[derive(Debug)]
+pub struct LogBudget {
+    bucket: Mutex<(f64, Instant)>,
+    dropped_since: AtomicU64,
+    dropped: AtomicU64,
+}
+
+impl Default for LogBudget {
+    fn default() -> Self {
+        Self {
+            bucket: Mutex::new((LOG_BURST, Instant::now())),
+            dropped_since: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
+        }
+    }
+}
+
+impl LogBudget {
+    /// Take one line from the budget: `Some(n)` when it may be written, `n` lines having
+    /// been dropped since the last one written; `None` when it is dropped.
+    fn take(&self) -> Option<u64> {
+        let mut bucket = self.bucket.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        let (tokens, last) = &mut *bucket;
+        *tokens = (*tokens + now.duration_since(*last).as_secs_f64() * LOG_RATE).min(LOG_BURST);
+        *last = now;
+        if *tokens >= 1.0 {
+            *tokens -= 1.0;
+            Some(self.dropped_since.swap(0, Ordering::Relaxed))
+        } else {
+            self.dropped_since.fetch_add(1, Ordering::Relaxed);
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            None
+        }
+    }
+
+    /// Lines dropped so far.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+}
+
+/// `message` cut to [`MAX_LOG_MESSAGE`] bytes (at a character boundary), saying how long
+/// it was.
+fn bounded_message(message: &str) -> std::borrow::Cow<'_, str> {
+    if message.len() <= MAX_LOG_MESSAGE {
+        return message.into();
+    }
+    let mut end = MAX_LOG_MESSAGE;
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(
+        "{}... (cut: the message was {} bytes)",
+        &message[..end],
+        message.len()
+    )
+    .into()
 }
 
 /// The memory limiter: denies growth past the plugin's limit and remembers that it did,
@@ -153,6 +241,17 @@ impl types::Host for State {}
 impl host::Host for State {
     fn log(&mut self, level: types::Level, message: String) {
         let plugin = &*self.env.plugin;
+        let Some(dropped) = self.env.log.take() else {
+            return;
+        };
+        if dropped > 0 {
+            tracing::warn!(
+                plugin,
+                dropped,
+                "{dropped} log lines of this plugin were dropped (more than {LOG_BURST} at once or {LOG_RATE} a second)"
+            );
+        }
+        let message = bounded_message(&message);
         match level {
             types::Level::Trace => tracing::trace!(plugin, "{message}"),
             types::Level::Debug => tracing::debug!(plugin, "{message}"),
@@ -175,5 +274,32 @@ impl host::Host for State {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .next_u64()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_message_is_cut_at_a_character_boundary_saying_how_long_it_was() {
+        let long = "é".repeat(MAX_LOG_MESSAGE);
+        let cut = bounded_message(&long);
+        assert!(cut.len() < MAX_LOG_MESSAGE + 64, "{}", cut.len());
+        assert!(cut.ends_with(&format!("(cut: the message was {} bytes)", long.len())));
+        assert_eq!(bounded_message("short"), "short");
+    }
+
+    #[test]
+    fn lines_past_the_burst_are_dropped_counted_and_reported_with_the_next_line() {
+        let budget = LogBudget::default();
+        let burst = LOG_BURST as usize;
+        let written = (0..burst * 3).filter(|_| budget.take().is_some()).count();
+        // The burst, plus what the rate refilled while the loop ran (well under one).
+        assert!((burst..=burst + 1).contains(&written), "{written}");
+        assert_eq!(budget.dropped(), (burst * 3 - written) as u64);
+        // Once refilled, the next line carries the count of those dropped since.
+        *budget.bucket.lock().expect("lock") = (1.0, Instant::now());
+        assert_eq!(budget.take(), Some((burst * 3 - written) as u64));
     }
 }

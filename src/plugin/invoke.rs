@@ -74,6 +74,24 @@ fn parse<T: serde::de::DeserializeOwned>(input: Value) -> Result<T, String> {
         .map_err(|e| format!("input {}: {}", e.path(), e.inner()))
 }
 
+/// The input of a call to `capability` in `document`: the document itself, or the
+/// `input` of a test case file (`{capability, input, expect | expectError}`), whose
+/// `capability`, when it names one, must be the one called.
+pub fn input_of(document: Value, capability: Capability) -> Result<Value, String> {
+    let Value::Object(mut map) = document else {
+        return Ok(document);
+    };
+    let Some(input) = map.remove("input") else {
+        return Ok(Value::Object(map));
+    };
+    match map.get("capability").and_then(Value::as_str) {
+        Some(named) if named != capability.as_str() => Err(format!(
+            "the case is a {named} call, not a {capability} one"
+        )),
+        _ => Ok(input),
+    }
+}
+
 /// Call `capability` of `plugin` with `input`; the answer as JSON, or the error's text.
 pub fn call(plugin: &Plugin, capability: Capability, input: Value) -> Result<Value, String> {
     match capability {
@@ -98,17 +116,13 @@ pub fn call(plugin: &Plugin, capability: Capability, input: Value) -> Result<Val
         }
         Capability::Renderer => {
             let input: RenderInput = parse(input)?;
-            let text = plugin
+            plugin
                 .render(
                     &input.stage,
                     &input.template,
                     &super::convert::object_json(&input.object),
                 )
-                .map_err(|e| e.to_string())?;
-            serde_json::from_str(&text).map_err(|e| {
-                let text = super::error::bounded_text(text.clone());
-                format!("{}: rendered text is not JSON ({e}): {text}", plugin.name())
-            })
+                .map_err(|e| e.to_string())
         }
         Capability::Classifier => {
             let input: ClassifyInput = parse(input)?;
@@ -132,5 +146,31 @@ pub fn call(plugin: &Plugin, capability: Capability, input: Value) -> Result<Val
             let info = plugin.ping().map_err(|e| e.to_string())?;
             serde_json::to_value(info).map_err(|e| e.to_string())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_case_file_gives_its_input_and_must_be_for_the_capability_called() {
+        let case = json!({
+            "capability": "renderer",
+            "input": {"stage": "s", "template": "{}", "object": {}},
+            "expect": {},
+        });
+        assert_eq!(
+            input_of(case.clone(), Capability::Renderer),
+            Ok(json!({"stage": "s", "template": "{}", "object": {}}))
+        );
+        let wrong = input_of(case, Capability::Classifier).expect_err("another capability");
+        assert!(
+            wrong.contains("a renderer call, not a classifier one"),
+            "{wrong}"
+        );
+        // A plain input is the input.
+        let plain = json!({"stage": "s", "template": "{}", "object": {}});
+        assert_eq!(input_of(plain.clone(), Capability::Renderer), Ok(plain));
     }
 }

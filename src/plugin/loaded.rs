@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
+use serde_json::Value;
 use wasmtime::component::{Component, InstancePre};
 use wasmtime::{Store, Trap};
 
@@ -268,6 +269,11 @@ impl Plugin {
         Ok(())
     }
 
+    /// Log lines of this version dropped over its budget (see [`super::host::LogBudget`]).
+    pub fn log_lines_dropped(&self) -> u64 {
+        self.env.log.dropped()
+    }
+
     /// The configured name.
     pub fn name(&self) -> &str {
         &self.name
@@ -355,13 +361,9 @@ impl Plugin {
         Ok(selection)
     }
 
-    /// `renderer.render`: the rendered JSON text.
-    pub fn render(
-        &self,
-        stage: &str,
-        template: &str,
-        object: &String,
-    ) -> Result<String, CallError> {
+    /// `renderer.render`: the rendered JSON, parsed as the engine uses it (an answer
+    /// that is not JSON is malformed).
+    pub fn render(&self, stage: &str, template: &str, object: &String) -> Result<Value, CallError> {
         let answer = self.call(Capability::Renderer, |warm| match &warm.renderer {
             Some(guest) => guest
                 .call_render(&mut warm.store, stage, template, object)
@@ -369,7 +371,13 @@ impl Plugin {
             None => Ok(None),
         })?;
         let answer = answer.ok_or_else(|| self.error(Capability::Renderer, Cause::Missing))?;
-        answer.map_err(|e| self.error(Capability::Renderer, Cause::Guest(e)))
+        let text = answer.map_err(|e| self.error(Capability::Renderer, Cause::Guest(e)))?;
+        serde_json::from_str(&text).map_err(|e| {
+            self.error(
+                Capability::Renderer,
+                Cause::Malformed(format!("rendered text is not JSON ({e}): {text}")),
+            )
+        })
     }
 
     /// `classifier.classify`.

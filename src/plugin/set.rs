@@ -188,11 +188,7 @@ impl PluginSet {
                 )));
             }
         }
-        let env = HostEnv {
-            plugin: spec.name.as_str().into(),
-            clock: self.clock.clone(),
-            rng: self.rng(&spec.name),
-        };
+        let env = HostEnv::new(&spec.name, self.clock.clone(), self.rng(&spec.name));
         let plugin = Plugin::load(
             &self.runtime,
             &spec.name,
@@ -518,20 +514,11 @@ impl StepRenderer for PluginSet {
             Bound::Unknown(name) => return Err(self.unknown(name, Capability::Renderer).into()),
             Bound::Plugin(plugin, policy) => (plugin, policy),
         };
-        let rendered = plugin
-            .render(
-                &stage.name,
-                template.source(),
-                &super::convert::object_json(object),
-            )
-            .and_then(|text| {
-                serde_json::from_str(&text).map_err(|e| {
-                    plugin.error(
-                        Capability::Renderer,
-                        Cause::Malformed(format!("not JSON: {e}")),
-                    )
-                })
-            });
+        let rendered = plugin.render(
+            &stage.name,
+            template.source(),
+            &super::convert::object_json(object),
+        );
         match rendered {
             Ok(value) => Ok(value),
             Err(error) if self.failed(&error, policy) => Builtin.render(stage, template, object),

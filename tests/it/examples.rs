@@ -31,11 +31,11 @@ fn component(language: &str, name: &str, settings: Settings) -> Arc<Plugin> {
             path.display()
         )
     });
-    let env = HostEnv {
-        plugin: name.into(),
-        clock: Arc::new(SystemClock),
-        rng: Arc::new(Mutex::new(Rng::seeded(1))),
-    };
+    let env = HostEnv::new(
+        name,
+        Arc::new(SystemClock),
+        Arc::new(Mutex::new(Rng::seeded(1))),
+    );
     let plugin = Plugin::load(&runtime(), name, &path, &bytes, settings, env)
         .unwrap_or_else(|e| panic!("{e}"));
     plugin

@@ -18,7 +18,13 @@ pub enum Classify {
     Hog,
     /// `unreachable`.
     Trap,
+    /// Calls the host's `log` [`CHATTY_LINES`] times with a 32 KiB message, then
+    /// answers backoff.
+    Chatty,
 }
+
+/// How many lines [`Classify::Chatty`] logs per call.
+pub const CHATTY_LINES: usize = 1_000;
 
 /// How a fixture's `select` behaves.
 #[derive(Debug, Clone, Copy)]
@@ -60,6 +66,7 @@ fn le(values: &[u32]) -> String {
 }
 
 fn classify(behaviour: Classify) -> String {
+    let chatty = chatty();
     let body = match behaviour {
         Classify::Policy => {
             r#"
@@ -79,6 +86,7 @@ fn classify(behaviour: Classify) -> String {
         Classify::Loop => "(loop $l (br $l)) (i32.const 512)",
         Classify::Hog => "(loop $l (drop (memory.grow (i32.const 16))) (br $l)) (i32.const 512)",
         Classify::Trap => "unreachable",
+        Classify::Chatty => &chatty,
     };
     format!(
         r#"
@@ -87,6 +95,20 @@ fn classify(behaviour: Classify) -> String {
     {body})
   (export "cabi_post_kstage:plugin/classifier@0.1.0#classify" (func $reset))
 "#
+    )
+}
+
+/// [`Classify::Chatty`]'s body: a loop around the `log` import (level 0, 32 KiB of the
+/// second memory page, which holds zeros: valid UTF-8).
+fn chatty() -> String {
+    format!(
+        r#"(local i32)
+    (loop $l
+      (call $log (i32.const 0) (i32.const 65536) (i32.const 32768))
+      (local.set 16 (i32.add (local.get 16) (i32.const 1)))
+      (br_if $l (i32.lt_u (local.get 16) (i32.const {CHATTY_LINES}))))
+    (i32.store8 (i32.const 512) (i32.const 1))
+    (i32.const 512)"#
     )
 }
 
@@ -131,6 +153,8 @@ pub enum Render {
     /// Echoes templates of up to 2 bytes (the smoke call's `{}`), traps on longer ones:
     /// a plugin that passes validation and fails in use.
     TrapOnLong,
+    /// Answers `nope`, which is not JSON.
+    Garbage,
 }
 
 fn render(behaviour: Render) -> String {
@@ -138,6 +162,12 @@ fn render(behaviour: Render) -> String {
         Render::Echo => "",
         Render::Trap => "unreachable",
         Render::TrapOnLong => "(if (i32.gt_u (local.get 3) (i32.const 2)) (then unreachable))",
+        Render::Garbage => {
+            "(i32.store8 (i32.const 512) (i32.const 0))
+    (i32.store (i32.const 516) (i32.const 96))
+    (i32.store (i32.const 520) (i32.const 4))
+    (return (i32.const 512))"
+        }
     };
     format!(
         r#"
@@ -198,8 +228,14 @@ impl Fixture {
             "the fixture's version has 5 characters"
         );
         let info = le(&[16, 7, 32, 5, 48, version.len() as u32]);
+        // Imports come before every definition.
+        let imports = if matches!(self.classify, Some(Classify::Chatty)) {
+            r#"(import "kstage:plugin/host@0.1.0" "log" (func $log (param i32 i32 i32)))"#
+        } else {
+            ""
+        };
         let mut wat = format!(
-            "(module {PRELUDE}\n  (data (i32.const 32) \"{}\")\n  (data (i32.const 48) \"{version}\")\n  (data (i32.const 256) \"{info}\")\n",
+            "(module {imports}\n{PRELUDE}\n  (data (i32.const 32) \"{}\")\n  (data (i32.const 48) \"{version}\")\n  (data (i32.const 256) \"{info}\")\n",
             self.version
         );
         let mut exports = vec!["export metadata;"];

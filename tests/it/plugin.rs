@@ -10,6 +10,7 @@ use kstage::plugin::runtime::TICK;
 use kstage::plugin::types::{Candidate, Decision, Failure, FailureKind};
 use kstage::plugin::{Capability, Cause, HostEnv, Plugin, Runtime, Settings};
 use kstage::rng::Rng;
+use serde_json::json;
 
 use crate::fixtures::{Classify, Fixture, Render, Select};
 
@@ -21,11 +22,11 @@ fn runtime() -> Arc<Runtime> {
 }
 
 pub fn env(name: &str) -> HostEnv {
-    HostEnv {
-        plugin: name.into(),
-        clock: Arc::new(SystemClock),
-        rng: Arc::new(Mutex::new(Rng::seeded(1))),
-    }
+    HostEnv::new(
+        name,
+        Arc::new(SystemClock),
+        Arc::new(Mutex::new(Rng::seeded(1))),
+    )
 }
 
 fn load_with(fixture: &Fixture, settings: Settings) -> Result<Arc<Plugin>, String> {
@@ -153,7 +154,44 @@ fn render_passes_strings_both_ways() {
     let out = plugin
         .render("pod-ready", template, &"{}".to_owned())
         .expect("renders");
-    assert_eq!(out, template);
+    assert_eq!(out, json!({"status": {"phase": "Running"}}));
+    // An answer that is not JSON is malformed, as the engine would find it.
+    let error = plugin
+        .render("pod-ready", "status: {phase: Running}", &"{}".to_owned())
+        .expect_err("not JSON");
+    assert!(matches!(error.cause, Cause::Malformed(_)), "{error}");
+    assert!(
+        error.to_string().contains("rendered text is not JSON"),
+        "{error}"
+    );
+}
+
+/// Validation checks each capability's answer the way the engine uses it: a renderer
+/// whose smoke answer is not JSON is refused (and so never swapped in).
+#[test]
+fn a_renderer_answering_anything_but_json_fails_validation() {
+    let plugin = load(&Fixture {
+        render: Some(Render::Garbage),
+        ..Fixture::default()
+    });
+    let problem = plugin.validate().expect_err("refused");
+    assert!(problem.contains("rendered text is not JSON"), "{problem}");
+}
+
+/// A plugin logging in a loop writes at most its budget; the rest is dropped and
+/// counted, and each message is cut to a bounded length.
+#[test]
+fn a_plugin_flooding_the_log_is_held_to_its_budget() {
+    let plugin = load(&Fixture::classifier(Classify::Chatty));
+    plugin.classify(&failure(Some(500), 0)).expect("classifies");
+    let dropped = plugin.log_lines_dropped();
+    let calls = crate::fixtures::CHATTY_LINES as u64;
+    let budget = kstage::plugin::host::LOG_BURST as u64;
+    // The burst gets through (plus what the rate refills while the call runs).
+    assert!(
+        (calls - budget - 50..=calls - budget).contains(&dropped),
+        "{dropped} of {calls} dropped"
+    );
 }
 
 #[test]
