@@ -139,7 +139,7 @@ impl MemoryCluster {
         let written = state
             .store
             .patch(key, patch.patch_type, patch.subresource, patch.data)?;
-        stored(written, &mut state, key)
+        Ok(stored(written, &mut state))
     }
 
     /// Delete an object as a user would (graceful for pods bound to a node), bypassing
@@ -203,17 +203,15 @@ impl State {
         self.sent += sent;
     }
 
-    fn notify_written(&mut self, written: &Written) -> Option<Arc<Value>> {
+    fn notify_written(&mut self, written: &Written) {
         match written {
             Written::Stored { object, changed } => {
                 if *changed {
                     self.notify(&WatchEvent::Applied(object.clone()), object);
                 }
-                Some(object.clone())
             }
             Written::Removed(object) => {
                 self.notify(&WatchEvent::Deleted(object.clone()), object);
-                None
             }
         }
     }
@@ -257,14 +255,15 @@ fn fault_error(fault: Fault, verb: Verb, key: &ObjectKey) -> ClusterError {
     }
 }
 
-fn stored(
-    written: Written,
-    state: &mut State,
-    key: &ObjectKey,
-) -> Result<Arc<Value>, ClusterError> {
-    state
-        .notify_written(&written)
-        .ok_or_else(|| ClusterError::from(super::ApiError::NotFound(key.to_string())))
+/// The answer to a write: the object as stored, or, for a write that released it (the
+/// last finalizer of a terminating object removed), its last state, as the API server
+/// answers.
+fn stored(written: Written, state: &mut State) -> Arc<Value> {
+    let answer = match &written {
+        Written::Stored { object, .. } | Written::Removed(object) => object.clone(),
+    };
+    state.notify_written(&written);
+    answer
 }
 
 impl Cluster for MemoryCluster {
@@ -331,7 +330,7 @@ impl Cluster for MemoryCluster {
                 state
                     .store
                     .patch(key, patch.patch_type, patch.subresource, patch.data)?;
-            stored(written, state, key)
+            Ok(stored(written, state))
         });
         std::future::ready(result)
     }
@@ -346,7 +345,7 @@ impl Cluster for MemoryCluster {
         let key = ObjectKey::of(object).unwrap_or_default();
         let result = self.request(Verb::Apply, &key, |state| {
             let written = state.store.apply(object, patch_type, subresource)?;
-            stored(written, state, &key)
+            Ok(stored(written, state))
         });
         std::future::ready(result)
     }

@@ -471,21 +471,13 @@ impl MemoryStore {
     /// Store a changed object under a new resourceVersion (or remove it, if it is being
     /// deleted and nothing holds it any more).
     fn store_version(&mut self, key: ObjectKey, mut new: Value) -> Written {
-        let terminating = new.pointer("/metadata/deletionTimestamp").is_some();
-        let finalizers_left = new
-            .pointer("/metadata/finalizers")
-            .and_then(Value::as_array)
-            .is_some_and(|f| !f.is_empty());
-        let graceful_pod_pending = new
-            .pointer("/metadata/deletionGracePeriodSeconds")
-            .and_then(Value::as_i64)
-            .is_some_and(|g| g > 0);
+        let released = super::is_released(&new);
         let rv = self.next_rv();
         if let Some(meta) = new.get_mut("metadata").and_then(Value::as_object_mut) {
             meta.insert("resourceVersion".into(), json!(rv));
         }
         let new = Arc::new(new);
-        if terminating && !finalizers_left && !graceful_pod_pending {
+        if released {
             self.objects.remove(&key);
             return Written::Removed(new);
         }

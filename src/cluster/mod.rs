@@ -211,6 +211,22 @@ impl fmt::Display for ObjectKey {
     }
 }
 
+/// Whether a write left `object` (the answer to it) released: marked for deletion with
+/// no finalizer left and no graceful pod deletion pending. The API server removes such
+/// an object on that write and answers with its last state.
+pub fn is_released(object: &Value) -> bool {
+    let terminating = object.pointer("/metadata/deletionTimestamp").is_some();
+    let finalizers_left = object
+        .pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .is_some_and(|f| !f.is_empty());
+    let graceful_pod_pending = object
+        .pointer("/metadata/deletionGracePeriodSeconds")
+        .and_then(Value::as_i64)
+        .is_some_and(|g| g > 0);
+    terminating && !finalizers_left && !graceful_pod_pending
+}
+
 /// Whether `api_version` belongs to a group Kubernetes itself serves (the core group, the
 /// dotless groups such as `apps`, and `*.k8s.io`), rather than to a custom resource's.
 pub fn is_builtin(api_version: &str) -> bool {

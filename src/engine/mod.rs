@@ -660,7 +660,8 @@ impl<C: Cluster> Engine<C> {
                 let detail = self.journal.as_ref().map(|_| action.summary());
                 // Where the cluster is in this process, let go of the object while writing
                 // it, so the store (then its only holder) can move it instead of copying.
-                let cheap = self.cluster.cheap_noop_writes();
+                // (Not once it is gone: only events follow then.)
+                let cheap = self.cluster.cheap_noop_writes() && !deleted;
                 let held = Arc::downgrade(&job.object);
                 if cheap {
                     job.object = Arc::default();
@@ -771,7 +772,14 @@ impl<C: Cluster> Engine<C> {
                 };
                 let stored = self.cluster.patch(key, request).await?;
                 Metrics::bump(&self.metrics.writes);
-                Ok(Sent::Object(stored))
+                // A patch that removed the last finalizer of a terminating object
+                // released it: the server removed it, and the Stage goes on as after a
+                // delete (only its events are still sent).
+                if crate::cluster::is_released(&stored) {
+                    Ok(Sent::Gone)
+                } else {
+                    Ok(Sent::Object(stored))
+                }
             }
             Action::Apply {
                 patch_type,
@@ -795,11 +803,16 @@ impl<C: Cluster> Engine<C> {
                     Ok(Sent::Nothing)
                 }
             }
-            Action::Delete => {
-                let left = self.cluster.delete(key, Some(0)).await?;
-                Metrics::bump(&self.metrics.writes);
-                Ok(left.map_or(Sent::Gone, Sent::Object))
-            }
+            Action::Delete => match self.cluster.delete(key, Some(0)).await {
+                Ok(left) => {
+                    Metrics::bump(&self.metrics.writes);
+                    Ok(left.map_or(Sent::Gone, Sent::Object))
+                }
+                // Gone already (released by an earlier write, or deleted by someone
+                // else): what the step wanted, as KWOK takes it.
+                Err(e) if e.is_not_found() => Ok(Sent::Gone),
+                Err(e) => Err(e),
+            },
         }
     }
 

@@ -118,6 +118,76 @@ fn pod_general_reaches_running_then_deletion_removes_it() {
     assert_eq!(report["stats"]["errors"], 0);
 }
 
+/// A Stage whose finalizer step releases a terminating object (the server removes it
+/// on that write) is in the timeline and the counts: its later delete step finds
+/// nothing left to do, as after a delete, instead of failing with a 404.
+#[test]
+fn a_stage_that_releases_its_object_with_a_finalizer_step_is_counted() {
+    let dir = tempdir("release");
+    let stage = write(
+        &dir,
+        "release.yaml",
+        "apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: release
+spec:
+  resourceRef: {apiGroup: v1, kind: ConfigMap}
+  selector:
+    matchExpressions:
+    - key: .metadata.deletionTimestamp
+      operator: Exists
+  steps:
+  - finalizers: {empty: true}
+  - event: {type: Normal, reason: Released, message: finalizers removed}
+  - delete: true
+",
+    );
+    let held = write(
+        &dir,
+        "held.yaml",
+        "apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: held
+  namespace: default
+  finalizers: [example.com/hold]
+",
+    );
+    let out = ok(&[
+        "sim",
+        "--stages",
+        &stage,
+        "--objects",
+        &held,
+        "--delete-after",
+        "1s",
+        "-o",
+        "json",
+    ]);
+    let report: Value = serde_json::from_str(&out).expect("json report");
+    assert_eq!(stage_names(&report), ["release"], "{out}");
+    let entry = report["timeline"]
+        .as_array()
+        .expect("timeline")
+        .iter()
+        .find(|e| e["stage"] == "release")
+        .expect("the release Stage");
+    assert!(entry.get("error").is_none_or(Value::is_null), "{entry}");
+    let stats = &report["stats"];
+    assert_eq!(stats["transitions"], 1, "{stats}");
+    assert_eq!(stats["errors"], 0, "{stats}");
+    assert_eq!(
+        stats["events"], 1,
+        "the event after the release is sent: {stats}"
+    );
+    assert_eq!(
+        report["objects"].as_array().map(Vec::len),
+        Some(0),
+        "released"
+    );
+}
+
 #[test]
 fn same_seed_same_output_byte_for_byte() {
     let args = |seed: &'static str| {
