@@ -46,6 +46,8 @@ pub struct Config {
     pub deciders: Deciders,
     /// Told about every object that goes away (releases pod IPs).
     pub observer: Option<Arc<dyn crate::engine::Observer>>,
+    /// How fast one object may play the same Stage again.
+    pub loop_guard: crate::engine::LoopGuard,
 }
 
 impl Default for Config {
@@ -61,6 +63,7 @@ impl Default for Config {
             timeline: true,
             deciders: Deciders::default(),
             observer: None,
+            loop_guard: crate::engine::LoopGuard::default(),
         }
     }
 }
@@ -101,6 +104,8 @@ pub struct Stats {
     pub errors: u64,
     /// Faults injected.
     pub faults: u64,
+    /// Objects the loop guard slowed down for playing one Stage again and again.
+    pub slowed: u64,
 }
 
 /// The result of a run.
@@ -150,6 +155,7 @@ pub async fn run(
         clock,
         journal: config.timeline.then(|| journal.clone()),
         observer: config.observer.clone(),
+        loop_guard: config.loop_guard,
         ..EngineConfig::default()
     };
     let engine = Engine::with_deciders(
@@ -221,6 +227,7 @@ pub async fn run(
             .sum(),
         errors: m.dropped().values().sum(),
         faults: cluster.faults().injected_total(),
+        slowed: Metrics::get(&m.slowed),
     };
     drop(engine);
     Ok(Report {
@@ -346,6 +353,7 @@ impl Report {
                 "retries": self.stats.retries,
                 "errors": self.stats.errors,
                 "faults": self.stats.faults,
+                "slowed": self.stats.slowed,
                 "end": clock_time(self.end),
             },
         })

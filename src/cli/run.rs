@@ -15,7 +15,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::cluster::client::KubeCluster;
 use crate::cluster::managed::{ManagedNodes, ObjectSelectors};
 use crate::daemon::Daemon;
-use crate::engine::EngineConfig;
+use crate::engine::{EngineConfig, LoopGuard};
 use crate::stage::Stage;
 use crate::template::{Renderer, SimEnv};
 
@@ -34,6 +34,32 @@ pub struct EngineArgs {
     /// SIGHUP.
     #[arg(long)]
     config: Option<PathBuf>,
+    /// How fast one object may play the same Stage again: `BURST/WINDOW` (plays within
+    /// a Go duration); past it the object is slowed down (one play per WINDOW, doubling
+    /// up to a minute), with a warning and a Warning Event. `off` turns the guard off.
+    #[arg(long, default_value = "20/1s", value_parser = parse_loop_guard)]
+    loop_guard: LoopGuard,
+}
+
+/// `--loop-guard BURST/WINDOW | off`.
+pub(super) fn parse_loop_guard(text: &str) -> Result<LoopGuard, String> {
+    if text == "off" {
+        return Ok(LoopGuard::off());
+    }
+    let usage = || format!("{text:?}: give BURST/WINDOW (e.g. 20/1s) or off");
+    let (burst, window) = text.split_once('/').ok_or_else(usage)?;
+    let burst: u32 = burst.trim().parse().map_err(|_| usage())?;
+    let window = super::duration::parse_std_duration(window)?;
+    if burst == 0 || window.is_zero() {
+        return Err(format!(
+            "{text:?}: the burst and the window must be above zero"
+        ));
+    }
+    Ok(LoopGuard {
+        burst,
+        window,
+        ..LoopGuard::default()
+    })
 }
 
 /// Play Stages against a cluster.
@@ -290,12 +316,13 @@ fn builtin_stages(renderer: &Renderer) -> anyhow::Result<Vec<Stage>> {
     Ok(stages)
 }
 
-fn engine_config(workers: usize, clock: Arc<dyn Clock>, env: &Arc<SimEnv>) -> EngineConfig {
+fn engine_config(args: &EngineArgs, clock: Arc<dyn Clock>, env: &Arc<SimEnv>) -> EngineConfig {
     EngineConfig {
-        workers,
+        workers: args.workers,
         clock,
         seed: rand_seed(),
         observer: Some(env.clone()),
+        loop_guard: args.loop_guard,
         ..EngineConfig::default()
     }
 }
@@ -352,7 +379,7 @@ pub(super) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             files,
             args.stage_crds,
             renderer,
-            engine_config(args.engine.workers, clock, &env),
+            engine_config(&args.engine, clock, &env),
             plugins.deciders.clone(),
         );
         let _watcher = plugins.watch(daemon.engine())?;
@@ -405,7 +432,7 @@ pub(super) fn up(args: UpArgs) -> anyhow::Result<ExitCode> {
             files,
             true,
             renderer,
-            engine_config(args.engine.workers, clock, &env),
+            engine_config(&args.engine, clock, &env),
             plugins.deciders.clone(),
         );
         let _watcher = plugins.watch(daemon.engine())?;

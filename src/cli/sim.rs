@@ -48,6 +48,11 @@ pub struct SimArgs {
     /// Engine workers. With more than one, runs are no longer reproducible byte for byte.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=256))]
     workers: u64,
+    /// How fast one object may play the same Stage again (`BURST/WINDOW` of virtual time,
+    /// or `off`), as `kstage run --loop-guard`: a looping Stage is slowed down, so virtual
+    /// time moves on to `--until`.
+    #[arg(long, default_value = "20/1s", value_parser = super::run::parse_loop_guard)]
+    loop_guard: crate::engine::LoopGuard,
     /// A daemon config file whose `plugins` and `bindings` select, render and classify
     /// (plugins run offline, on the virtual clock and seeded randomness).
     #[arg(long)]
@@ -85,6 +90,7 @@ pub(super) fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
         copies,
         faults,
         workers,
+        loop_guard,
         config: plugin_config,
         output,
     } = args;
@@ -121,6 +127,7 @@ pub(super) fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
             timeline: output != SimOutput::Summary,
             deciders,
             observer: Some(env.clone()),
+            loop_guard,
         };
         anyhow::Ok(crate::sim::run(stages, clock, objects, config).await?)
     })?;
@@ -157,6 +164,14 @@ pub(super) fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
         wall,
         s.transitions as f64 / wall.max(1e-9),
     );
+    if s.slowed > 0 {
+        eprintln!(
+            "kstage sim: {} object{} played one Stage in a loop (its output matching it again at once) and {} slowed down by the loop guard: see the warnings above; the run went on to --until",
+            s.slowed,
+            if s.slowed == 1 { "" } else { "s" },
+            if s.slowed == 1 { "was" } else { "were" },
+        );
+    }
     Ok(if s.errors == 0 {
         ExitCode::SUCCESS
     } else {

@@ -726,7 +726,28 @@ impl<C: Cluster> Engine<C> {
                 stage: stage.clone(),
             }
         };
-        self.finish(&key, outcome);
+        if self.finish(&key, outcome) {
+            self.slowed_down(&key, &stage).await;
+        }
+    }
+
+    /// Say once that `key` was slowed down by the loop guard for playing `stage` again and
+    /// again: a warning in the log and a Warning Event on the object.
+    async fn slowed_down(&self, key: &ObjectKey, stage: &Stage) {
+        let guard = &self.loop_guard;
+        let message = format!(
+            "kstage: Stage {} played more than {} times within {:?} (does its output still match it?): slowed down to one play per {:?}, doubling up to {:?}",
+            stage.name, guard.burst, guard.window, guard.window, guard.max_delay,
+        );
+        tracing::warn!(object = %key, stage = %stage.name, "{message}");
+        let event = EventRequest {
+            event_type: "Warning".to_owned(),
+            reason: "StageLoop".to_owned(),
+            message,
+        };
+        if let Err(e) = self.cluster.event(key, &event).await {
+            tracing::warn!(object = %key, error = %e, "cannot record the Warning event");
+        }
     }
 
     async fn send(
@@ -919,28 +940,22 @@ impl<C: Cluster> Engine<C> {
         self.queue.add(key, job, RETRY_LANE, delay);
     }
 
-    /// A job ended: free the object and match its newest version if needed.
-    fn finish(&self, key: &ObjectKey, outcome: Outcome) {
+    /// A job ended: free the object and match its newest version if needed. True when
+    /// the loop guard slowed the object down just now (the caller says so).
+    fn finish(&self, key: &ObjectKey, outcome: Outcome) -> bool {
         let mut keys = lock(&self.keys);
         let Some(busy) = keys.busy.remove(key) else {
-            return; // deleted meanwhile
+            return false; // deleted meanwhile
         };
-        if let (Outcome::Done { stage, .. }, Some(seen)) = (&outcome, keys.latest.get_mut(key))
-            && seen
-                .reentry
-                .played(stage_id(stage), Instant::now(), &self.loop_guard)
-        {
+        let slowed = match (&outcome, keys.latest.get_mut(key)) {
+            (Outcome::Done { stage, .. }, Some(seen)) => {
+                seen.reentry
+                    .played(stage_id(stage), Instant::now(), &self.loop_guard)
+            }
+            _ => false,
+        };
+        if slowed {
             Metrics::bump(&self.metrics.slowed);
-            tracing::warn!(
-                object = %key,
-                stage = %stage.name,
-                "plays Stage {:?} again and again (more than {} times within {:?}; its output still matches it?): slowed down, {:?} between plays and doubling up to {:?}",
-                stage.name,
-                self.loop_guard.burst,
-                self.loop_guard.window,
-                self.loop_guard.window,
-                self.loop_guard.max_delay,
-            );
         }
         // What to match next, newest first: a version that arrived while the Stage ran,
         // the object an `immediateNextStage` Stage wrote, or a job popped meanwhile.
@@ -969,6 +984,7 @@ impl<C: Cluster> Engine<C> {
             }
             (None, None) => {}
         }
+        slowed
     }
 }
 

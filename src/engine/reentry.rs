@@ -36,6 +36,16 @@ impl Default for LoopGuard {
     }
 }
 
+impl LoopGuard {
+    /// No guard: any number of plays.
+    pub fn off() -> Self {
+        Self {
+            burst: u32::MAX,
+            ..Self::default()
+        }
+    }
+}
+
 /// One object's recent plays of one Stage.
 #[derive(Debug, Clone, Copy, Default)]
 pub(super) struct Reentry {
@@ -74,7 +84,7 @@ impl Reentry {
             self.count = 1;
             return false;
         }
-        self.count += 1;
+        self.count = self.count.saturating_add(1);
         if self.count > guard.burst {
             self.penalty = guard.window.min(guard.max_delay);
             return true;

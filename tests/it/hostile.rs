@@ -217,9 +217,13 @@ fn a_stage_matching_its_own_output_is_slowed_down() {
     assert!(calm.status.success() && looped.status.success(), "{stderr}");
     let warnings: Vec<&str> = stderr
         .lines()
-        .filter(|l| l.contains("plays Stage \"self-matching\" again and again"))
+        .filter(|l| l.contains("Stage self-matching played more than 20 times within 1s"))
         .collect();
     assert_eq!(warnings.len(), 2, "once per node:\n{stderr}");
+    assert!(
+        stderr.contains("kstage sim: 2 objects played one Stage in a loop"),
+        "the run says so at its end:\n{stderr}"
+    );
     // 20 plays a second, then 1 s, 2 s, ... 60 s apart: about 30 per node in 10 minutes
     // (unguarded, the sim stops at its 10,000,000-transition bound instead).
     let extra = transitions(&looped) - transitions(&calm);
