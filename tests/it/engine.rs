@@ -564,3 +564,65 @@ async fn pod_ips_come_from_their_nodes_pod_cidrs() {
     assert_eq!(env.node_ranges(), 0, "the node ranges are forgotten");
     engine.shutdown();
 }
+
+/// A Stage whose output matches it again at once: the loop guard slows the object down
+/// and says so once with a Warning Event naming the Stage, while the object keeps playing
+/// (slower) and nothing else is held up.
+#[tokio::test(start_paused = true)]
+async fn a_looping_object_gets_one_warning_event_when_slowed_down() {
+    let clock: Arc<dyn Clock> = Arc::new(TokioClock::new(start()));
+    let cluster = Arc::new(MemoryCluster::new(
+        clock.clone(),
+        Faults::new(FaultSpec::none(), 1),
+    ));
+    let renderer = Renderer::new(Arc::new(SimEnv::new(clock.clone(), start(), "test")));
+    let looping = r#"
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata: {name: self-matching}
+spec:
+  resourceRef: {apiGroup: v1, kind: Pod}
+  selector:
+    matchExpressions:
+    - {key: .metadata.name, operator: Exists}
+  steps:
+  - patch:
+      type: merge
+      template: '{"metadata":{"annotations":{"seen":"{{ .metadata.resourceVersion }}"}}}'
+"#;
+    let loaded = kstage::stage::load::load_str(looping, &renderer).expect("loads");
+    let engine = Engine::new(
+        cluster.clone(),
+        StageSet::new(loaded.stages),
+        EngineConfig {
+            clock,
+            ..EngineConfig::default()
+        },
+    );
+    engine.start();
+    cluster.insert(pod("p")).expect("created");
+    let warnings = || {
+        cluster
+            .events()
+            .into_iter()
+            .filter(|e| e.event.event_type == "Warning")
+            .collect::<Vec<_>>()
+    };
+    assert!(wait_until(|| !warnings().is_empty(), Duration::from_secs(10)).await);
+    // Ten virtual minutes on: still one warning, and the object played on, slowly.
+    tokio::time::sleep(Duration::from_secs(600)).await;
+    let warnings = warnings();
+    assert_eq!(warnings.len(), 1, "said once");
+    assert_eq!(warnings[0].event.reason, "StageLoop");
+    assert!(
+        warnings[0]
+            .event
+            .message
+            .contains("Stage self-matching played more than 20 times within 1s"),
+        "{}",
+        warnings[0].event.message
+    );
+    let plays = engine.metrics().transitions_total();
+    assert!((21..=60).contains(&plays), "{plays} plays in ten minutes");
+    engine.shutdown();
+}
