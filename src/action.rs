@@ -230,9 +230,20 @@ pub fn step_actions(
                     );
                 }
             }
+            // The namespace only for a namespaced kind: a PersistentVolume applied for a
+            // claim lives outside namespaces. Scopes known here are the built-in kinds';
+            // the cluster drops a namespace from kinds it knows to be cluster-scoped (a
+            // CRD's scope, discovery).
+            let scoped = !crate::cluster::is_cluster_scoped(
+                map.get("apiVersion").and_then(Value::as_str).unwrap_or(""),
+                map.get("kind").and_then(Value::as_str).unwrap_or(""),
+            );
             let meta = map.entry("metadata").or_insert_with(|| json!({}));
             if let Some(meta) = meta.as_object_mut() {
                 for field in ["name", "namespace"] {
+                    if field == "namespace" && !scoped {
+                        continue;
+                    }
                     if !meta.contains_key(field)
                         && let Some(v) = object.pointer(&format!("/metadata/{field}"))
                     {

@@ -556,11 +556,22 @@ impl Cluster for KubeCluster {
         subresource: Option<&str>,
         as_user: Option<&str>,
     ) -> impl Future<Output = Result<Arc<Value>, ClusterError>> + Send {
-        let key = ObjectKey::of(object).unwrap_or_default();
-        let data = object.clone();
+        let mut key = ObjectKey::of(object).unwrap_or_default();
+        let mut data = object.clone();
         let subresource = subresource.map(str::to_owned);
         let user = as_user.map(str::to_owned);
         async move {
+            // An object of a cluster-scoped kind (by discovery) carries no namespace,
+            // whatever its template inherited.
+            if let Ok((_, caps)) = self.resource(&key.api_version, &key.kind).await
+                && caps.scope == Scope::Cluster
+                && !key.namespace.is_empty()
+            {
+                key.namespace.clear();
+                if let Some(meta) = data.get_mut("metadata").and_then(Value::as_object_mut) {
+                    meta.remove("namespace");
+                }
+            }
             let request = PatchRequest {
                 patch_type,
                 subresource: subresource.as_deref(),

@@ -169,3 +169,50 @@ fn a_missing_kubeconfig_is_reported_once() {
     );
     assert!(!stderr.contains("'\""), "quoted twice: {stderr}");
 }
+
+/// An apply step that writes a cluster-scoped kind (KWOK's volume Stages write a
+/// PersistentVolume for a claim) gives it no namespace, though its template inherits the
+/// claim's.
+#[test]
+fn an_applied_cluster_scoped_object_gets_no_namespace() {
+    let dir = crate::scratch("explain-pv");
+    let claim = dir.join("pvc.yaml");
+    std::fs::write(
+        &claim,
+        "apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: data, namespace: team-a, uid: 0f1e2d3c-0000-0000-0000-000000000001}
+spec:
+  storageClassName: kwok-volume
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 1Gi}}
+status: {phase: Pending}
+",
+    )
+    .expect("write");
+    let volume = crate::kwok_dir().join("stage/volume/fast");
+    let out = ok(&[
+        "stage",
+        "explain",
+        "--stages",
+        &volume.to_string_lossy(),
+        "-o",
+        "json",
+        &claim.to_string_lossy(),
+    ]);
+    let explained: serde_json::Value = serde_json::from_str(&out).expect("json");
+    let applied: Vec<&serde_json::Value> = explained
+        .pointer("/stages/0/next")
+        .and_then(|a| a.as_array())
+        .expect("actions")
+        .iter()
+        .filter_map(|a| a.get("data"))
+        .filter(|o| o["kind"] == "PersistentVolume")
+        .collect();
+    assert_eq!(applied.len(), 1, "{out}");
+    assert_eq!(applied[0]["metadata"].get("namespace"), None, "{out}");
+    assert_eq!(
+        applied[0]["spec"]["claimRef"]["namespace"], "team-a",
+        "the claim it binds keeps its namespace"
+    );
+}
