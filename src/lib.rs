@@ -23,7 +23,8 @@
 //!   [`bench`]: benchmarks against an API server.
 //! - [`daemon`]: the engine against an API server through kube-rs, Stages from files and
 //!   live Stage resources; [`lease`]: node leases between replicas.
-//! - [`sim`]: deterministic simulation; [`explain`]: `kstage stage explain`.
+//! - [`sim`]: deterministic simulation; [`explain`]: `kstage stage explain`; [`lint`]:
+//!   what `kstage stage lint` warns about.
 //! - [`clock`], [`rng`]: injected time and randomness; [`cli`]: the command line.
 
 // In data-flow order: Stages in, objects matched, jobs queued, steps rendered and sent.
@@ -44,6 +45,7 @@ pub mod lease;
 pub mod engine;
 pub mod sim;
 pub mod explain;
+pub mod lint;
 pub mod clock;
 pub mod rng;
 pub mod cli;

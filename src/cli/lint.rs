@@ -15,21 +15,28 @@ pub struct LintArgs {
 
 pub(super) fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
     let LintArgs { paths } = args;
-    // Linting renders nothing, so the template environment does not matter.
+    // Linting renders only samples, so the template environment does not matter.
     let renderer = Renderer::new(Arc::new(GoldenEnv));
-    let loaded = crate::stage::load::load(&paths.stages, &renderer)?;
+    let crate::lint::Linted { loaded, warnings } =
+        crate::lint::lint_files(&paths.stages, &renderer)?;
     let mut out = String::new();
     for problem in &loaded.problems {
         out.push_str(&format!("{problem}\n"));
     }
+    for warning in &warnings {
+        out.push_str(&format!("warning: {warning}\n"));
+    }
     let n = loaded.problems.len();
+    let w = warnings.len();
     out.push_str(&format!(
-        "{} Stage{} valid, {n} problem{}\n",
+        "{} Stage{} valid, {n} problem{}, {w} warning{}\n",
         loaded.stages.len(),
         if loaded.stages.len() == 1 { "" } else { "s" },
         if n == 1 { "" } else { "s" },
+        if w == 1 { "" } else { "s" },
     ));
     super::print(&out)?;
+    // Warnings do not fail: the Stages load and kstage bounds what they warn about.
     Ok(if n == 0 {
         ExitCode::SUCCESS
     } else {

@@ -191,6 +191,14 @@ fn load_stage_list(
     renderer: &crate::template::Renderer,
 ) -> anyhow::Result<Vec<crate::stage::Stage>> {
     let loaded = crate::stage::load::load(paths, renderer)?;
+    // Lint's own pass, with a renderer of its own: rendering its samples must not touch
+    // the run's template environment (pod IPs, the virtual clock).
+    let golden = crate::template::Renderer::new(std::sync::Arc::new(crate::template::GoldenEnv));
+    if let Ok(linted) = crate::lint::lint_files(paths, &golden) {
+        for warning in &linted.warnings {
+            tracing::warn!("{warning} (see `kstage stage lint`)");
+        }
+    }
     if !loaded.problems.is_empty() {
         let list: Vec<String> = loaded.problems.iter().map(|p| format!("  {p}")).collect();
         anyhow::bail!(

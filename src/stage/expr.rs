@@ -296,6 +296,13 @@ impl Jq {
         self.native.is_some()
     }
 
+    /// The object keys the program reads, as far as they are plain keys (`.status.phase`:
+    /// `status`, `phase`; `.spec.containers[0].image`: `spec`, `containers`); `None` when
+    /// the program is more than one path.
+    pub fn read_keys(&self) -> Option<Vec<String>> {
+        self.native.as_ref()?.key_prefix()
+    }
+
     fn run_jaq<'a>(&self, input: &Value) -> Result<JqOutputs<'a>, JqError> {
         let input = Val::deserialize(input).map_err(|e| JqError::Runtime(e.to_string()))?;
         let ctx = Ctx::<data::JustLut<Val>>::new(&self.filter.lut, Vars::new([]));
@@ -486,6 +493,22 @@ mod native {
     type Emit<'e, 'a> = &'e mut dyn FnMut(&'a Value) -> Result<(), JqError>;
 
     impl Pipeline {
+        /// The leading plain keys of a program that is one path.
+        pub(super) fn key_prefix(&self) -> Option<Vec<String>> {
+            let [Stage::Path(parts)] = self.0.as_slice() else {
+                return None;
+            };
+            Some(
+                parts
+                    .iter()
+                    .map_while(|part| match &part.step {
+                        Step::Key(key) => Some(key.clone()),
+                        Step::Index(_) | Step::Iterate => None,
+                    })
+                    .collect(),
+            )
+        }
+
         pub(super) fn run<'a>(&self, input: &'a Value) -> Result<JqOutputs<'a>, JqError> {
             let mut outputs = Vec::new();
             stages(&self.0, input, &mut |v| {

@@ -269,6 +269,25 @@ impl Selector {
     pub fn conditions(&self) -> &[Cel] {
         &self.conditions
     }
+
+    /// The parts of an object the selector reads, as key paths (`metadata.labels.app`,
+    /// `status.phase`); `None` when that cannot be told (a CEL condition, a jq key that is
+    /// more than a path).
+    pub fn read_paths(&self) -> Option<Vec<Vec<String>>> {
+        if !self.conditions.is_empty() {
+            return None;
+        }
+        let mut paths = Vec::new();
+        for (map, pairs) in [("labels", &self.labels), ("annotations", &self.annotations)] {
+            for (key, _) in pairs {
+                paths.push(vec!["metadata".to_owned(), map.to_owned(), key.clone()]);
+            }
+        }
+        for requirement in &self.requirements {
+            paths.push(requirement.key.read_keys()?);
+        }
+        Some(paths)
+    }
 }
 
 /// Kubernetes' `SelectorFromSet(set).Matches(labels)`: each key present with an equal value.

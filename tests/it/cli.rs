@@ -17,7 +17,7 @@ fn help_lists_every_command() {
 #[test]
 fn lint_accepts_the_examples_and_the_kwok_corpus() {
     let out = ok(&["stage", "lint", "--stages", "examples/stages"]);
-    assert!(out.contains("0 problems"), "{out}");
+    assert!(out.contains("0 problems, 0 warnings"), "{out}");
     // Each KWOK set on its own (sets reuse Stage names, as alternatives to each other).
     let corpus = crate::kwok_dir().join("stage");
     for set in [
@@ -36,10 +36,98 @@ fn lint_accepts_the_examples_and_the_kwok_corpus() {
             &corpus.join(set).to_string_lossy(),
         ]);
         assert!(
-            out.contains("Stages valid, 0 problems") || out.contains("Stage valid, 0 problems"),
+            out.contains("Stages valid, 0 problems, 0 warnings")
+                || out.contains("Stage valid, 0 problems, 0 warnings"),
             "{set}: {out}"
         );
     }
+}
+
+/// Stages that compile but can run without bound are warned about, with their place,
+/// and still load (exit 0); the warning names what it saw.
+#[test]
+fn lint_warns_about_unbounded_expressions_and_self_matching_stages() {
+    let dir = crate::scratch("lint-warnings");
+    let file = dir.join("stages.yaml");
+    std::fs::write(
+        &file,
+        r#"apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: looping
+spec:
+  resourceRef: {apiGroup: v1, kind: Node}
+  selector:
+    matchExpressions:
+    - key: .metadata.name
+      operator: Exists
+  steps:
+  - patch:
+      type: merge
+      template: '{"metadata":{"annotations":{"seen":"{{ .metadata.resourceVersion }}"}}}'
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: settles
+spec:
+  resourceRef: {apiGroup: v1, kind: Node}
+  selector:
+    matchExpressions:
+    - key: .metadata.annotations.done
+      operator: DoesNotExist
+  steps:
+  - patch:
+      type: merge
+      template: '{"metadata":{"annotations":{"done":"{{ .metadata.resourceVersion }}"}}}'
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: constant
+spec:
+  resourceRef: {apiGroup: v1, kind: Node}
+  selector:
+    matchLabels: {type: kwok}
+  steps:
+  - patch:
+      type: merge
+      template: '{"metadata":{"annotations":{"ready":"yes"}}}'
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: generator
+spec:
+  resourceRef: {apiGroup: v1, kind: Pod}
+  selector:
+    matchExpressions:
+    - key: '[repeat(.)] | length'
+      operator: Exists
+  weightFrom:
+    expressionFrom: 'def f: f + 1; f'
+  delay:
+    durationMilliseconds: 1000
+"#,
+    )
+    .expect("write");
+    let out = kstage(&["stage", "lint", "--stages", &file.to_string_lossy()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "warnings do not fail:\n{text}");
+    for needle in [
+        "warning: ",
+        "stages.yaml#0 stage \"looping\": spec: no delay, and its steps write metadata.annotations.seen",
+        "stages.yaml#3 stage \"generator\": spec.selector.matchExpressions[0].key: repeat generates without end",
+        "stages.yaml#3 stage \"generator\": spec.weightFrom.expressionFrom: f calls itself",
+        "4 Stages valid, 0 problems, 3 warnings",
+    ] {
+        assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
+    }
+    // A write the selector reads, or the same write each time, settles: no warning.
+    assert!(
+        !text.contains("\"settles\"") && !text.contains("\"constant\""),
+        "{text}"
+    );
 }
 
 #[test]
@@ -97,7 +185,7 @@ metadata:
         "spec.selector.matchExpressions[2].cel.expression",
         "spec.steps[0].patch.template",
         "spec.steps[1].patch.type",
-        "1 Stage valid, 5 problems",
+        "1 Stage valid, 5 problems, 0 warnings",
     ] {
         assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
     }
