@@ -4,7 +4,8 @@
 //! A [`v1alpha1::Stage`] is compiled once into a [`Stage`]: jq and CEL programs are
 //! compiled, templates parsed, and the legacy `spec.next` is converted to steps. Every
 //! problem is reported with the field it is about, and one bad Stage never stops the
-//! others from loading. Programs that can run without bound are evaluated in a child
+//! others from compiling (whether a problem then stops a command is the caller's policy:
+//! the README's `stage lint`). Programs that can run without bound are evaluated in a child
 //! process within limits ([`sandbox`]).
 
 mod compile;
