@@ -109,6 +109,8 @@ fn check_source(src: &str) -> Result<(), String> {
 thread_local! {
     /// The Stage whose programs are being compiled on this thread (see [`in_stage`]).
     static STAGE: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+    /// The field of that Stage being compiled (see [`at_field`]).
+    static FIELD: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
 }
 
 /// Run `compile` with the programs it compiles naming Stage `name` in what they report.
@@ -116,6 +118,15 @@ pub fn in_stage<T>(name: &str, compile: impl FnOnce() -> T) -> T {
     let outer = STAGE.with(|s| s.replace(Some(name.to_owned())));
     let out = compile();
     STAGE.with(|s| *s.borrow_mut() = outer);
+    out
+}
+
+/// Run `compile` with the programs it compiles naming field `path` (of the Stage of
+/// [`in_stage`]) in what they report.
+pub fn at_field<T>(path: &str, compile: impl FnOnce() -> T) -> T {
+    let outer = FIELD.with(|f| f.replace(Some(path.to_owned())));
+    let out = compile();
+    FIELD.with(|f| *f.borrow_mut() = outer);
     out
 }
 
@@ -155,15 +166,19 @@ struct Overruns {
 impl Overruns {
     fn new(language: &str, source: &str) -> Self {
         let stage = STAGE.with(|s| s.borrow().clone());
+        let field = FIELD.with(|f| f.borrow().clone());
         // Long programs are named by their start.
         let source = match source.char_indices().nth(80) {
             Some((end, _)) => format!("{}…", &source[..end]),
             None => source.to_owned(),
         };
-        let name = match stage {
-            Some(stage) => format!("{language} expression {source:?} of Stage {stage:?}"),
-            None => format!("{language} expression {source:?}"),
-        };
+        let mut name = format!("{language} expression {source:?}");
+        if let Some(field) = field {
+            name.push_str(&format!(" ({field})"));
+        }
+        if let Some(stage) = stage {
+            name.push_str(&format!(" of Stage {stage:?}"));
+        }
         Self {
             count: Default::default(),
             name,
@@ -937,15 +952,24 @@ impl Expression {
     pub fn compile(from: &ExpressionFrom, path: &str) -> Result<Expression, FieldError> {
         let legacy = from.expression_from.as_deref().filter(|s| !s.is_empty());
         match (legacy, &from.jq, &from.cel) {
-            (Some(src), None, None) => Jq::compile(src)
-                .map(Expression::Jq)
-                .map_err(|e| FieldError::new(format!("{path}.expressionFrom"), e)),
-            (None, Some(jq), None) => Jq::compile(&jq.expression)
-                .map(Expression::Jq)
-                .map_err(|e| FieldError::new(format!("{path}.jq.expression"), e)),
-            (None, None, Some(cel)) => Cel::compile(&cel.expression)
-                .map(Expression::Cel)
-                .map_err(|e| FieldError::new(format!("{path}.cel.expression"), e)),
+            (Some(src), None, None) => {
+                let at = format!("{path}.expressionFrom");
+                at_field(&at, || Jq::compile(src))
+                    .map(Expression::Jq)
+                    .map_err(|e| FieldError::new(at, e))
+            }
+            (None, Some(jq), None) => {
+                let at = format!("{path}.jq.expression");
+                at_field(&at, || Jq::compile(&jq.expression))
+                    .map(Expression::Jq)
+                    .map_err(|e| FieldError::new(at, e))
+            }
+            (None, None, Some(cel)) => {
+                let at = format!("{path}.cel.expression");
+                at_field(&at, || Cel::compile(&cel.expression))
+                    .map(Expression::Cel)
+                    .map_err(|e| FieldError::new(at, e))
+            }
             (None, None, None) => Err(FieldError::new(
                 path,
                 "one of expressionFrom, jq or cel is required",

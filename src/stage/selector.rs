@@ -78,8 +78,9 @@ impl Requirement {
         path: &str,
     ) -> Result<Requirement, Vec<FieldError>> {
         let mut errors = Vec::new();
-        let key = Jq::compile(key)
-            .map_err(|e| errors.push(FieldError::new(format!("{path}.key"), e)))
+        let at = format!("{path}.key");
+        let key = super::expr::at_field(&at, || Jq::compile(key))
+            .map_err(|e| errors.push(FieldError::new(at, e)))
             .ok();
         let name = operator;
         let operator = Operator::parse(name);
@@ -341,9 +342,10 @@ fn compile_item(item: &SelectorExpression, path: &str) -> Result<Item, Vec<Field
         .map(Item::Requirement);
     }
     if let Some(cel) = &item.cel {
-        return Cel::compile(&cel.expression)
+        let at = format!("{path}.cel.expression");
+        return super::expr::at_field(&at, || Cel::compile(&cel.expression))
             .map(Item::Condition)
-            .map_err(|e| vec![FieldError::new(format!("{path}.cel.expression"), e)]);
+            .map_err(|e| vec![FieldError::new(at, e)]);
     }
     let mut missing = Vec::new();
     if item.key.is_none() {

@@ -404,6 +404,65 @@ fn kstage_up_plays_the_examples() {
     });
 }
 
+/// Hostile Stages under `kstage up` (a stack overflow, an endless loop and a memory hog
+/// in selectors): the example objects play as without them, and the embedded API server
+/// answers kube-rs throughout.
+#[test]
+fn kstage_up_serves_on_beside_hostile_stages() {
+    let hostile = crate::scratch("up-hostile-stages");
+    for (name, expression) in [
+        ("overflow", "def f: 1 + f; f"),
+        ("loop", "last(range(1e15))"),
+        ("memory", "\"x\" * 4000000000 | length"),
+    ] {
+        std::fs::write(
+            hostile.join(format!("{name}.yaml")),
+            crate::hostile::hostile_stage(&format!("hostile-{name}"), expression, false),
+        )
+        .expect("stage file");
+    }
+    let hostile = hostile.display().to_string();
+    let mut up = Up::start(
+        "up-hostile",
+        &[
+            "--stages",
+            "examples/stages",
+            &hostile,
+            "--load",
+            "examples/objects",
+            "--expr-timeout",
+            "200ms",
+            "--expr-memory",
+            "64",
+        ],
+    );
+    let played =
+        up.wait_for(|line| line.contains("nodes: 2 (2 Ready)") && line.contains("Running"));
+    assert!(played, "kstage up said:\n{}", up.said());
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let kubeconfig = up.dir.join("kubeconfig");
+    let pods = runtime.block_on(async {
+        let k = kube::config::Kubeconfig::read_from(&kubeconfig).expect("kubeconfig");
+        let config = kube::Config::from_custom_kubeconfig(k, &Default::default())
+            .await
+            .expect("config");
+        let client = kube::Client::try_from(config).expect("client");
+        let pods: kube::Api<k8s_openapi::api::core::v1::Pod> = kube::Api::all(client);
+        pods.list(&Default::default())
+            .await
+            .expect("the server answers")
+    });
+    assert_eq!(pods.items.len(), 2);
+    // Each hostile program was cut off at its budget, by name.
+    let said = up.said();
+    for name in ["overflow", "loop", "memory"] {
+        assert!(
+            said.contains(&format!("of Stage \"hostile-{name}\"")),
+            "hostile-{name} not reported:\n{said}"
+        );
+    }
+}
+
 /// `kstage up --config`: the Rust example plugin selects and renders the pod Stages.
 #[test]
 #[cfg_attr(

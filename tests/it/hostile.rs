@@ -3,7 +3,7 @@
 use crate::{kstage, kwok_dir, root, scratch};
 
 /// A Stage for pods whose selector is one hostile expression (`cel` or a jq key).
-fn hostile_stage(name: &str, expression: &str, cel: bool) -> String {
+pub fn hostile_stage(name: &str, expression: &str, cel: bool) -> String {
     let requirement = if cel {
         format!("    - cel:\n        expression: '{expression}'\n")
     } else {
@@ -118,6 +118,13 @@ fn hostile_expressions_cost_their_budget_and_nothing_else() {
         assert!(
             lines.iter().any(|l| l.contains(limit)),
             "hostile-{name}: no line saying {limit:?}:\n{stderr}"
+        );
+        assert!(
+            lines
+                .iter()
+                .all(|l| l.contains("(spec.selector.matchExpressions[0].")),
+            "hostile-{name}: the field is named:\n{}",
+            lines.join("\n")
         );
         assert!(
             lines
