@@ -1,6 +1,7 @@
 //! Stage selection cost: a typical pending pod matched against every selector of KWOK's
 //! `pod/general` Stage set (6 Stages, 17 jq requirements), plus the weight and delay of the
-//! Stage that matches, and one jq requirement forced through jaq for comparison.
+//! Stage that matches, and one jq requirement forced through jaq for comparison, in this
+//! process and in the sandbox (the budgeted path every program jaq runs takes in kstage).
 //!
 //! The corpus is read from `$KSTAGE_KWOK_DIR`, else `../shared/kwok` next to the crate
 //! (resolved by `build.rs`).
@@ -139,6 +140,17 @@ fn bench_select(c: &mut Criterion) {
     .unwrap_or_else(|e| panic!("{e:?}"));
     assert!(!via_jaq.key().is_native() && via_jaq.matches(&pod));
     group.bench_function("one-requirement-via-jaq", |b| {
+        b.iter(|| via_jaq.matches(black_box(&pod)))
+    });
+    // The same requirement under the budget: evaluated in the sandbox's child process
+    // (what `kstage` does for every program the native evaluator does not run). From
+    // here on every such program of this process goes there.
+    kstage::stage::sandbox::install(
+        PathBuf::from(env!("CARGO_BIN_EXE_kstage")),
+        kstage::stage::sandbox::Limits::default(),
+    );
+    assert!(via_jaq.matches(&pod), "the sandbox answers as jaq does");
+    group.bench_function("one-requirement-via-jaq-in-the-sandbox", |b| {
         b.iter(|| via_jaq.matches(black_box(&pod)))
     });
     group.finish();

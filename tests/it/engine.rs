@@ -27,12 +27,24 @@ struct World {
     engine: Arc<Engine<MemoryCluster>>,
 }
 
+/// KWOK's `pod/general` Stages playing on an in-memory cluster.
 fn world(faults: FaultSpec, workers: usize) -> World {
+    world_of(faults, workers, |renderer| {
+        let set = crate::kwok_dir().join("stage/pod/general");
+        kstage::stage::load::load(&[set], renderer).expect("corpus readable")
+    })
+}
+
+/// The Stages `load` gives (all of them valid) playing on an in-memory cluster.
+fn world_of(
+    faults: FaultSpec,
+    workers: usize,
+    load: impl FnOnce(&Renderer) -> kstage::stage::load::Loaded,
+) -> World {
     let clock: Arc<dyn Clock> = Arc::new(TokioClock::new(start()));
     let cluster = Arc::new(MemoryCluster::new(clock.clone(), Faults::new(faults, 11)));
     let renderer = Renderer::new(Arc::new(SimEnv::new(clock.clone(), start(), "test")));
-    let set = crate::kwok_dir().join("stage/pod/general");
-    let loaded = kstage::stage::load::load(&[set], &renderer).expect("corpus readable");
+    let loaded = load(&renderer);
     assert!(loaded.problems.is_empty(), "{:?}", loaded.problems);
     let config = EngineConfig {
         workers,
@@ -570,12 +582,6 @@ async fn pod_ips_come_from_their_nodes_pod_cidrs() {
 /// (slower) and nothing else is held up.
 #[tokio::test(start_paused = true)]
 async fn a_looping_object_gets_one_warning_event_when_slowed_down() {
-    let clock: Arc<dyn Clock> = Arc::new(TokioClock::new(start()));
-    let cluster = Arc::new(MemoryCluster::new(
-        clock.clone(),
-        Faults::new(FaultSpec::none(), 1),
-    ));
-    let renderer = Renderer::new(Arc::new(SimEnv::new(clock.clone(), start(), "test")));
     let looping = r#"
 apiVersion: kwok.x-k8s.io/v1alpha1
 kind: Stage
@@ -590,16 +596,9 @@ spec:
       type: merge
       template: '{"metadata":{"annotations":{"seen":"{{ .metadata.resourceVersion }}"}}}'
 "#;
-    let loaded = kstage::stage::load::load_str(looping, &renderer).expect("loads");
-    let engine = Engine::new(
-        cluster.clone(),
-        StageSet::new(loaded.stages),
-        EngineConfig {
-            clock,
-            ..EngineConfig::default()
-        },
-    );
-    engine.start();
+    let World { cluster, engine } = world_of(FaultSpec::none(), 16, |renderer| {
+        kstage::stage::load::load_str(looping, renderer).expect("loads")
+    });
     cluster.insert(pod("p")).expect("created");
     let warnings = || {
         cluster
