@@ -223,10 +223,12 @@ impl Worker {
         })
     }
 
-    /// Send `request`, one JSON line.
+    /// Send `request`, one JSON line, in one write (the pipe is unbuffered: written
+    /// straight to it, serde_json would make a system call per token).
     fn send(&mut self, request: &Request<'_>) -> std::io::Result<()> {
-        serde_json::to_writer(&mut self.stdin, request).map_err(std::io::Error::from)?;
-        self.stdin.write_all(b"\n")?;
+        let mut line = serde_json::to_vec(request).map_err(std::io::Error::from)?;
+        line.push(b'\n');
+        self.stdin.write_all(&line)?;
         self.stdin.flush()
     }
 
