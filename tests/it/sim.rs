@@ -352,3 +352,56 @@ fn a_bad_fault_spec_is_a_usage_error() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("unknown fault"), "{err}");
 }
+
+/// What `kstage sim` prints, byte for byte, for the README's quick-start command and for a
+/// run under injected faults (retries, refreshes, failed deletes) with a fixed seed: a
+/// change that is not meant to change behaviour (a reshaping of the engine) keeps both.
+/// After a change that is, the files are written again with the commands in their names'
+/// test and the difference reviewed.
+#[test]
+fn sim_output_is_unchanged_for_the_quick_start_and_a_faulted_run() {
+    let general = kwok_dir().join("stage/pod/general");
+    let fast = kwok_dir().join("stage/node/fast");
+    let (general, fast) = (general.to_string_lossy(), fast.to_string_lossy());
+    let runs: [(&str, Vec<&str>); 2] = [
+        (
+            "tests/golden/sim-quickstart.txt",
+            vec![
+                "sim",
+                "--stages",
+                "examples/stages",
+                "--objects",
+                "examples/objects",
+                "--until",
+                "3m",
+                "--delete-after",
+                "2m",
+            ],
+        ),
+        (
+            "tests/golden/sim-faults.txt",
+            vec![
+                "sim",
+                "--stages",
+                &general,
+                &fast,
+                "--objects",
+                "examples/objects",
+                "--copies",
+                "4",
+                "--until",
+                "3m",
+                "--delete-after",
+                "2m",
+                "--faults",
+                "*:503=0.2,*:reset=0.1,patch:409=0.1,delete:404=0.05",
+                "--seed",
+                "3",
+            ],
+        ),
+    ];
+    for (golden, args) in runs {
+        let expected = std::fs::read_to_string(crate::root().join(golden)).expect("golden output");
+        assert_eq!(ok(&args), expected, "kstage {}", args.join(" "));
+    }
+}
