@@ -16,12 +16,13 @@
 //! - two jobs for one object never run at once;
 //! - when the Stage set changes, every object of an affected resource is matched again.
 
+mod cache;
 pub mod journal;
 pub mod metrics;
 pub mod reentry;
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -37,11 +38,11 @@ use crate::queue::{QueueConfig, WeightedQueue};
 use crate::retry::{Backoff, Decision, Failure, FailureKind};
 use crate::rng::Rng;
 use crate::stage::{ResourceRef, Stage, StageSet, Step};
+use cache::{Held, Seen, pack, resource_version};
 pub use journal::Journal;
 use journal::{Done, What};
 pub use metrics::Metrics;
 pub use reentry::LoopGuard;
-use reentry::Reentry;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The lane of jobs for a new version of an object.
@@ -141,102 +142,6 @@ struct Busy {
     pending: Option<Job>,
 }
 
-/// The newest version seen of an object. Held weakly when the cluster keeps every
-/// object it reports (the in-memory store: then it can write an object's next version
-/// without copying it, being its only holder), packed otherwise (a remote API server:
-/// the engine's copy is the only one in this process, and a parsed object takes ~8 times
-/// the memory of its compact JSON: 100,000 pods would need a gigabyte).
-#[derive(Debug)]
-struct Seen {
-    resource_version: Option<String>,
-    object: Held,
-    /// The Stage it played last, and how often lately (kept across versions).
-    reentry: Reentry,
-}
-
-#[derive(Debug)]
-enum Held {
-    Weak(Weak<Value>),
-    /// Compressed compact JSON, parsed again when a Stage needs the object.
-    Packed(Arc<[u8]>),
-}
-
-impl Held {
-    /// Whether the object is still there (a dead `Weak` means a newer version or the
-    /// deletion is on its way), without parsing it.
-    fn is_live(&self) -> bool {
-        match self {
-            Held::Weak(w) => w.strong_count() > 0,
-            Held::Packed(_) => true,
-        }
-    }
-
-    /// The object (parsed again when packed).
-    fn upgrade(&self) -> Option<Arc<Value>> {
-        match self {
-            Held::Weak(w) => w.upgrade(),
-            Held::Packed(bytes) => unpack(bytes),
-        }
-    }
-}
-
-/// An object as compact JSON, LZ4-compressed (a pod's JSON shrinks to about half: keys
-/// and timestamps repeat).
-fn pack(object: &Value) -> Arc<[u8]> {
-    // Serialising a `Value` cannot fail (its keys are strings).
-    let json = serde_json::to_vec(object).unwrap_or_default();
-    lz4_flex::compress_prepend_size(&json).into()
-}
-
-fn unpack(bytes: &[u8]) -> Option<Arc<Value>> {
-    let parsed = lz4_flex::decompress_size_prepended(bytes)
-        .map_err(|e| e.to_string())
-        .and_then(|json| serde_json::from_slice(&json).map_err(|e| e.to_string()));
-    match parsed {
-        Ok(value) => Some(Arc::new(value)),
-        Err(e) => {
-            // Written by `pack`: cannot fail.
-            tracing::error!(error = %e, "a packed object does not unpack");
-            None
-        }
-    }
-}
-
-impl Seen {
-    /// Whether this is a packed version and `object` is a parsed copy of it (a version
-    /// without a resourceVersion is never taken for another).
-    fn packs(&self, object: &Value) -> bool {
-        matches!(self.object, Held::Packed(_))
-            && self.resource_version.is_some()
-            && self.resource_version.as_deref() == resource_version(object)
-    }
-
-    /// The object, taking `same` (a copy the caller holds) when it is this version; a
-    /// packed one is parsed by [`Latest::get`], after the caller let go of its lock.
-    fn latest(&self, same: &Arc<Value>) -> Latest {
-        match &self.object {
-            Held::Packed(_) if self.packs(same) => Latest::Object(Some(same.clone())),
-            Held::Packed(bytes) => Latest::Packed(bytes.clone()),
-            Held::Weak(w) => Latest::Object(w.upgrade()),
-        }
-    }
-}
-
-/// An object's newest version, maybe still packed.
-enum Latest {
-    Object(Option<Arc<Value>>),
-    Packed(Arc<[u8]>),
-}
-
-impl Latest {
-    fn get(self) -> Option<Arc<Value>> {
-        match self {
-            Latest::Object(object) => object,
-            Latest::Packed(bytes) => unpack(&bytes),
-        }
-    }
-}
-
 #[derive(Debug, Default)]
 struct Keys {
     /// The newest version of every watched object. A dead `Weak` means a newer version
@@ -293,12 +198,6 @@ pub struct Engine<C: Cluster> {
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-fn resource_version(object: &Value) -> Option<&str> {
-    object
-        .pointer("/metadata/resourceVersion")
-        .and_then(Value::as_str)
 }
 
 impl<C: Cluster> Engine<C> {
@@ -994,35 +893,5 @@ struct Counted<'a>(&'a AtomicU64);
 impl Drop for Counted<'_> {
     fn drop(&mut self) {
         self.0.fetch_add(1, Ordering::Release);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_packed_object_unpacks_to_itself_in_less_space() {
-        let pod = serde_json::json!({
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": "p", "namespace": "default", "resourceVersion": "7",
-                "labels": {"b": "2", "a": "1"}},
-            "status": {"conditions": [
-                {"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"},
-                {"type": "Initialized", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"},
-                {"type": "ContainersReady", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}
-            ], "podIP": "10.0.0.1", "phase": "Running"},
-        });
-        let packed = pack(&pod);
-        let back = unpack(&packed).expect("unpacks");
-        assert_eq!(*back, pod);
-        // Key order is kept (objects are written back as they were read).
-        assert_eq!(back.to_string(), pod.to_string());
-        assert!(
-            packed.len() < pod.to_string().len(),
-            "{} bytes",
-            packed.len()
-        );
-        assert!(unpack(b"garbage").is_none());
     }
 }
