@@ -17,6 +17,7 @@
 //! - when the Stage set changes, every object of an affected resource is matched again.
 
 mod cache;
+mod job;
 pub mod journal;
 pub mod metrics;
 pub mod reentry;
@@ -39,16 +40,12 @@ use crate::retry::{Backoff, Decision, Failure, FailureKind};
 use crate::rng::Rng;
 use crate::stage::{ResourceRef, Stage, StageSet, Step};
 use cache::{Held, Seen, pack, resource_version};
+pub use job::{FRESH_LANE, Job, RETRY_LANE};
 pub use journal::Journal;
 use journal::{Done, What};
 pub use metrics::Metrics;
 pub use reentry::LoopGuard;
 use std::sync::atomic::{AtomicU64, Ordering};
-
-/// The lane of jobs for a new version of an object.
-pub const FRESH_LANE: u32 = 1;
-/// The lane of retries: served after fresh work, but with a guaranteed share.
-pub const RETRY_LANE: u32 = 0;
 
 /// How the engine runs.
 #[derive(Debug, Clone)]
@@ -101,33 +98,6 @@ impl Default for EngineConfig {
             journal: None,
             observer: None,
             loop_guard: LoopGuard::default(),
-        }
-    }
-}
-
-/// A Stage to play (or resume) on one object.
-#[derive(Debug, Clone)]
-pub struct Job {
-    /// The object.
-    pub key: ObjectKey,
-    /// The object as the job will render it.
-    pub object: Arc<Value>,
-    /// The Stage.
-    pub stage: Arc<Stage>,
-    /// The step to run next.
-    pub step: usize,
-    /// How many times that step failed already.
-    pub attempt: u32,
-    /// When the job became due.
-    pub due: Instant,
-}
-
-impl Job {
-    fn lane(&self) -> u32 {
-        if self.step == 0 && self.attempt == 0 {
-            FRESH_LANE
-        } else {
-            RETRY_LANE
         }
     }
 }
