@@ -17,6 +17,7 @@
 //! - when the Stage set changes, every object of an affected resource is matched again.
 
 mod cache;
+mod exclusion;
 mod job;
 pub mod journal;
 pub mod metrics;
@@ -40,6 +41,7 @@ use crate::retry::{Backoff, Decision, Failure, FailureKind};
 use crate::rng::Rng;
 use crate::stage::{ResourceRef, Stage, StageSet, Step};
 use cache::{Held, Seen, pack, resource_version};
+use exclusion::{Exclusion, Popped};
 pub use job::{FRESH_LANE, Job, RETRY_LANE};
 pub use journal::Journal;
 use journal::{Done, What};
@@ -103,22 +105,12 @@ impl Default for EngineConfig {
 }
 
 #[derive(Debug, Default)]
-struct Busy {
-    /// A worker is playing a Stage on the object (else a retry is waiting in the queue).
-    running: bool,
-    /// A newer version arrived meanwhile.
-    dirty: bool,
-    /// A job popped while another ran for the same object.
-    pending: Option<Job>,
-}
-
-#[derive(Debug, Default)]
 struct Keys {
     /// The newest version of every watched object. A dead `Weak` means a newer version
     /// (or the deletion) is on its way as a watch event.
     latest: HashMap<ObjectKey, Seen>,
     /// Objects with a Stage running or a retry waiting.
-    busy: HashMap<ObjectKey, Busy>,
+    busy: Exclusion,
 }
 
 /// What one action did.
@@ -391,8 +383,7 @@ impl<C: Cluster> Engine<C> {
             },
         };
         keys.latest.insert(key.clone(), seen);
-        if let Some(busy) = keys.busy.get_mut(&key) {
-            busy.dirty = true;
+        if keys.busy.arrived(&key) {
             return;
         }
         self.schedule(keys, key, &object);
@@ -400,7 +391,7 @@ impl<C: Cluster> Engine<C> {
 
     fn deleted(&self, keys: &mut Keys, key: &ObjectKey) {
         keys.latest.remove(key);
-        keys.busy.remove(key);
+        keys.busy.forget(key);
         if self.queue.cancel(key).is_some() {
             Metrics::bump(&self.metrics.stale);
         }
@@ -409,8 +400,7 @@ impl<C: Cluster> Engine<C> {
     /// Match `object` and queue its next Stage, replacing any queued job; nothing matching
     /// cancels it. The object must not be busy.
     fn schedule(&self, keys: &mut Keys, key: ObjectKey, object: &Arc<Value>) {
-        if let Some(busy) = keys.busy.get_mut(&key) {
-            busy.dirty = true;
+        if keys.busy.arrived(&key) {
             return;
         }
         let stages = self.stages();
@@ -451,17 +441,11 @@ impl<C: Cluster> Engine<C> {
     }
 
     async fn work(self: Arc<Self>) {
-        while let Some((key, job)) = self.queue.pop().await {
-            {
-                let mut keys = lock(&self.keys);
-                let busy = keys.busy.entry(key.clone()).or_default();
-                if busy.running {
-                    busy.pending = Some(job);
-                    continue;
-                }
-                busy.running = true;
+        while let Some((_, job)) = self.queue.pop().await {
+            let popped = lock(&self.keys).busy.popped(job);
+            if let Popped::Run(job) = popped {
+                self.play(job).await;
             }
-            self.play(job).await;
         }
     }
 
@@ -796,13 +780,9 @@ impl<C: Cluster> Engine<C> {
         job.attempt += 1;
         job.due = Instant::now() + delay;
         let key = job.key.clone();
-        let mut keys = lock(&self.keys);
-        let Some(busy) = keys.busy.get_mut(&key) else {
+        let Some(pending) = lock(&self.keys).busy.retrying(&key) else {
             return; // the object was deleted meanwhile
         };
-        busy.running = false;
-        let pending = busy.pending.take();
-        drop(keys);
         if pending.is_some() {
             Metrics::bump(&self.metrics.stale);
         }
@@ -813,7 +793,7 @@ impl<C: Cluster> Engine<C> {
     /// the loop guard slowed the object down just now (the caller says so).
     fn finish(&self, key: &ObjectKey, outcome: Outcome) -> bool {
         let mut keys = lock(&self.keys);
-        let Some(busy) = keys.busy.remove(key) else {
+        let Some(ended) = keys.busy.ended(key) else {
             return false; // deleted meanwhile
         };
         let slowed = match (&outcome, keys.latest.get_mut(key)) {
@@ -833,8 +813,8 @@ impl<C: Cluster> Engine<C> {
         // (usually it is: the watch's echo of this job's own write).
         let next = match (outcome, keys.latest.get(key)) {
             (Outcome::Gone, _) | (_, None) => None,
-            (Outcome::Done { object, .. }, Some(seen)) if busy.dirty => seen.latest(&object).get(),
-            (Outcome::Dropped, Some(seen)) if busy.dirty => seen.object.upgrade(),
+            (Outcome::Done { object, .. }, Some(seen)) if ended.dirty => seen.latest(&object).get(),
+            (Outcome::Dropped, Some(seen)) if ended.dirty => seen.object.upgrade(),
             (
                 Outcome::Done {
                     object,
@@ -845,7 +825,7 @@ impl<C: Cluster> Engine<C> {
             ) => seen.object.is_live().then_some(object),
             _ => None,
         };
-        match (next, busy.pending) {
+        match (next, ended.pending) {
             (Some(object), _) => self.schedule(&mut keys, key.clone(), &object),
             (None, Some(pending)) => {
                 let lane = pending.lane();
