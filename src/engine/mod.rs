@@ -18,6 +18,7 @@
 
 mod cache;
 mod exclusion;
+mod failure;
 mod job;
 pub mod journal;
 pub mod metrics;
@@ -37,7 +38,7 @@ use crate::cluster::{Cluster, ClusterError, EventRequest, ObjectKey, PatchReques
 use crate::decide::{Choice, Deciders};
 use crate::patch;
 use crate::queue::{QueueConfig, WeightedQueue};
-use crate::retry::{Backoff, Decision, Failure, FailureKind};
+use crate::retry::{Backoff, FailureKind};
 use crate::rng::Rng;
 use crate::stage::{ResourceRef, Stage, StageSet, Step};
 use cache::{Held, Seen, pack, resource_version};
@@ -688,105 +689,6 @@ impl<C: Cluster> Engine<C> {
                 Err(e) => Err(e),
             },
         }
-    }
-
-    /// Classify a failed step and retry, refresh or drop the job.
-    async fn fail(&self, mut job: Job, error: ClusterError, done: Vec<Done>) {
-        let failure = Failure {
-            kind: error.kind,
-            status: error.status,
-            reason: error.reason.as_deref(),
-            message: &error.message,
-            retry_after: error.retry_after,
-            stage: &job.stage.name,
-            step: job.step,
-            attempt: job.attempt,
-            object: &job.object,
-            binding: job
-                .stage
-                .annotations
-                .get(crate::plugin::Capability::Classifier.annotation())
-                .map(String::as_str),
-        };
-        let mut decision = self.deciders.classifier.classify(&failure);
-        self.metrics.retry(decision.as_str());
-        let mut cause = match (&decision, error.status) {
-            (_, Some(404)) => "not-found".to_owned(),
-            (_, _) => error
-                .reason
-                .clone()
-                .unwrap_or_else(|| error.kind.as_str().to_owned()),
-        };
-        if !matches!(decision, Decision::Drop { .. }) && !self.backoff.allows(job.attempt + 1) {
-            decision = Decision::Drop { warn: true };
-            cause = "max-attempts".to_owned();
-        }
-        tracing::debug!(object = %job.key, stage = %job.stage.name, step = job.step, retry = job.attempt, class = decision.as_str(), %error, "step failed");
-        if let Some(journal) = &self.journal {
-            let what = What::Stage {
-                name: job.stage.name.clone(),
-                actions: done,
-                error: Some(format!(
-                    "step {} failed ({}): {error}",
-                    job.step,
-                    decision.as_str()
-                )),
-            };
-            journal.record(job.key.clone(), what);
-        }
-        match decision {
-            Decision::Drop { warn } => {
-                self.metrics.drop_job(&cause);
-                if warn {
-                    tracing::error!(object = %job.key, stage = %job.stage.name, step = job.step, retry = job.attempt, %error, "dropping the job");
-                    let event = EventRequest {
-                        event_type: "Warning".to_owned(),
-                        reason: "StageFailed".to_owned(),
-                        message: format!(
-                            "kstage: Stage {} step {} failed: {error}",
-                            job.stage.name, job.step
-                        ),
-                    };
-                    if let Err(e) = self.cluster.event(&job.key, &event).await {
-                        tracing::warn!(object = %job.key, error = %e, "cannot record the Warning event");
-                    }
-                }
-                self.finish(&job.key.clone(), Outcome::Dropped);
-            }
-            Decision::Refresh => match self.cluster.get(&job.key).await {
-                Ok(object) => {
-                    job.object = object;
-                    self.requeue(job, Duration::ZERO);
-                }
-                Err(e) if e.is_not_found() => {
-                    self.metrics.drop_job("not-found");
-                    self.finish(&job.key.clone(), Outcome::Gone);
-                }
-                Err(_) => {
-                    let delay = self.backoff.delay(job.attempt, &mut lock(&self.rng));
-                    self.requeue(job, delay);
-                }
-            },
-            Decision::RetryAfter(delay) => self.requeue(job, delay),
-            Decision::Backoff => {
-                let delay = self.backoff.delay(job.attempt, &mut lock(&self.rng));
-                self.requeue(job, delay);
-            }
-        }
-    }
-
-    /// Put a failed job back at the same step, in the retry lane.
-    fn requeue(&self, mut job: Job, delay: Duration) {
-        job.attempt += 1;
-        job.due = Instant::now() + delay;
-        let key = job.key.clone();
-        let Some(pending) = lock(&self.keys).busy.retrying(&key) else {
-            return; // the object was deleted meanwhile
-        };
-        if pending.is_some() {
-            Metrics::bump(&self.metrics.stale);
-        }
-        self.queue.add(key, job, RETRY_LANE, delay);
     }
 
     /// A job ended: free the object and match its newest version if needed. True when

@@ -200,6 +200,44 @@ impl Backoff {
             Decision::Drop { .. } => None,
         }
     }
+
+    /// What happens to a job whose step failed for the `attempt`-th time (from 0), the
+    /// classifier having decided `decision`: retried after a delay, retried at once on a
+    /// freshly read object, or dropped, also when it has no attempt left. The one place
+    /// the engine turns a decision into what it does.
+    pub fn next(&self, decision: Decision, attempt: u32, rng: &mut Rng) -> Next {
+        let exhausted = !matches!(decision, Decision::Drop { .. }) && !self.allows(attempt + 1);
+        if exhausted {
+            return Next::Drop {
+                warn: true,
+                exhausted: true,
+            };
+        }
+        match self.delay_for(decision, attempt, rng) {
+            None => Next::Drop {
+                warn: matches!(decision, Decision::Drop { warn: true }),
+                exhausted: false,
+            },
+            Some(_) if matches!(decision, Decision::Refresh) => Next::Refresh,
+            Some(delay) => Next::Retry(delay),
+        }
+    }
+}
+
+/// What a failed job does next (see [`Backoff::next`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next {
+    /// Retried at the same step after this delay.
+    Retry(Duration),
+    /// Retried at once at the same step, after reading the object again.
+    Refresh,
+    /// Dropped.
+    Drop {
+        /// With a Warning event on the object and an error log.
+        warn: bool,
+        /// Because the step had no attempt left (not by the classifier's decision).
+        exhausted: bool,
+    },
 }
 
 #[cfg(test)]
@@ -324,5 +362,46 @@ mod tests {
             b.delay_for(Decision::Refresh, 5, &mut rng),
             Some(Duration::ZERO)
         );
+    }
+
+    #[test]
+    fn next_turns_each_decision_into_what_the_job_does() {
+        let b = Backoff {
+            jitter: 0.0,
+            max_attempts: Some(3),
+            ..Backoff::default()
+        };
+        let mut rng = Rng::seeded(1);
+        let mut next = |d, attempt| b.next(d, attempt, &mut rng);
+        let ms = Duration::from_millis;
+        assert_eq!(
+            next(Decision::RetryAfter(ms(1234)), 0),
+            Next::Retry(ms(1234))
+        );
+        assert_eq!(next(Decision::Backoff, 1), Next::Retry(ms(2000)));
+        assert_eq!(next(Decision::Refresh, 1), Next::Refresh);
+        for warn in [true, false] {
+            assert_eq!(
+                next(Decision::Drop { warn }, 0),
+                Next::Drop {
+                    warn,
+                    exhausted: false
+                }
+            );
+        }
+        // The third failure leaves no attempt: every retry becomes a warned drop.
+        for decision in [
+            Decision::Backoff,
+            Decision::Refresh,
+            Decision::RetryAfter(ms(1)),
+        ] {
+            assert_eq!(
+                next(decision, 2),
+                Next::Drop {
+                    warn: true,
+                    exhausted: true
+                }
+            );
+        }
     }
 }
