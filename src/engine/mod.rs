@@ -16,6 +16,7 @@
 //! - two jobs for one object never run at once;
 //! - when the Stage set changes, every object of an affected resource is matched again.
 
+mod applier;
 mod cache;
 mod exclusion;
 mod failure;
@@ -34,13 +35,13 @@ use tokio::time::Instant;
 
 use crate::action::{self, Action, Typing};
 use crate::clock::{Clock, SystemClock};
-use crate::cluster::{Cluster, ClusterError, EventRequest, ObjectKey, PatchRequest, WatchEvent};
+use crate::cluster::{Cluster, ClusterError, EventRequest, ObjectKey, WatchEvent};
 use crate::decide::{Choice, Deciders};
-use crate::patch;
 use crate::queue::{QueueConfig, WeightedQueue};
 use crate::retry::{Backoff, FailureKind};
 use crate::rng::Rng;
 use crate::stage::{ResourceRef, Stage, StageSet, Step};
+use applier::Sent;
 use cache::{Held, Seen, pack, resource_version};
 use exclusion::{Exclusion, Popped};
 pub use job::{FRESH_LANE, Job, RETRY_LANE};
@@ -112,13 +113,6 @@ struct Keys {
     latest: HashMap<ObjectKey, Seen>,
     /// Objects with a Stage running or a retry waiting.
     busy: Exclusion,
-}
-
-/// What one action did.
-enum Sent {
-    Object(Arc<Value>),
-    Gone,
-    Nothing,
 }
 
 /// The identity the loop guard knows a Stage by.
@@ -601,93 +595,6 @@ impl<C: Cluster> Engine<C> {
         };
         if let Err(e) = self.cluster.event(key, &event).await {
             tracing::warn!(object = %key, error = %e, "cannot record the Warning event");
-        }
-    }
-
-    async fn send(
-        &self,
-        key: &ObjectKey,
-        object: &Value,
-        action: Action,
-    ) -> Result<Sent, ClusterError> {
-        match action {
-            Action::Event {
-                event_type,
-                reason,
-                message,
-            } => {
-                let event = EventRequest {
-                    event_type,
-                    reason,
-                    message,
-                };
-                self.cluster.event(key, &event).await?;
-                Metrics::bump(&self.metrics.events);
-                Ok(Sent::Nothing)
-            }
-            Action::Patch {
-                patch_type,
-                subresource,
-                data,
-                impersonation,
-            } => {
-                // No-op detection: a patch that would change nothing is not sent (where
-                // the cluster itself skips no-op writes, its answer tells the same).
-                if !self.cluster.cheap_noop_writes()
-                    && !patch::changes(object, patch_type, &data, &key.kind).unwrap_or(true)
-                {
-                    Metrics::bump(&self.metrics.noops);
-                    return Ok(Sent::Nothing);
-                }
-                let request = PatchRequest {
-                    patch_type,
-                    subresource: subresource.as_deref(),
-                    data,
-                    as_user: impersonation.as_deref(),
-                };
-                let stored = self.cluster.patch(key, request).await?;
-                Metrics::bump(&self.metrics.writes);
-                // A patch that removed the last finalizer of a terminating object
-                // released it: the server removed it, and the Stage goes on as after a
-                // delete (only its events are still sent).
-                if crate::cluster::is_released(&stored) {
-                    Ok(Sent::Gone)
-                } else {
-                    Ok(Sent::Object(stored))
-                }
-            }
-            Action::Apply {
-                patch_type,
-                subresource,
-                object: applied,
-                impersonation,
-            } => {
-                let stored = self
-                    .cluster
-                    .apply(
-                        &applied,
-                        patch_type,
-                        subresource.as_deref(),
-                        impersonation.as_deref(),
-                    )
-                    .await?;
-                Metrics::bump(&self.metrics.writes);
-                if ObjectKey::of(&stored).as_ref() == Some(key) {
-                    Ok(Sent::Object(stored))
-                } else {
-                    Ok(Sent::Nothing)
-                }
-            }
-            Action::Delete => match self.cluster.delete(key, Some(0)).await {
-                Ok(left) => {
-                    Metrics::bump(&self.metrics.writes);
-                    Ok(left.map_or(Sent::Gone, Sent::Object))
-                }
-                // Gone already (released by an earlier write, or deleted by someone
-                // else): what the step wanted, as KWOK takes it.
-                Err(e) if e.is_not_found() => Ok(Sent::Gone),
-                Err(e) => Err(e),
-            },
         }
     }
 
