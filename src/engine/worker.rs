@@ -1,0 +1,232 @@
+//! The workers: each pops a job, takes its object (exclusion), and plays the Stage step by
+//! step through the applier; a failed step goes to `failure`, a Stage
+//! played to its end frees the object and matches its newest version (and the loop guard
+//! counts the play).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::applier::Sent;
+use super::cache::resource_version;
+use super::exclusion::Popped;
+use super::journal::{Done, What};
+use super::{Engine, Job, Metrics, Outcome, lock, stage_id};
+use crate::action::{self, Action, Typing};
+use crate::cluster::{Cluster, ClusterError, EventRequest, ObjectKey};
+use crate::retry::FailureKind;
+use crate::stage::{Stage, Step};
+
+impl<C: Cluster> Engine<C> {
+    /// One worker: play jobs until the queue closes.
+    pub(super) async fn work(self: Arc<Self>) {
+        while let Some((_, job)) = self.queue.pop().await {
+            let popped = lock(&self.keys).busy.popped(job);
+            if let Popped::Run(job) = popped {
+                self.play(job).await;
+            }
+        }
+    }
+
+    async fn play(&self, mut job: Job) {
+        let key = job.key.clone();
+        self.metrics
+            .lag(Instant::now().saturating_duration_since(job.due));
+        if job.step == 0 && job.attempt == 0 {
+            // A fresh job renders the newest version; it is stale if that no longer
+            // matches its Stage (a newer job replaces it, or none is due).
+            let latest = lock(&self.keys)
+                .latest
+                .get(&key)
+                .map(|seen| seen.latest(&job.object));
+            let latest = latest.map(|l| l.get().unwrap_or_else(|| job.object.clone()));
+            let Some(latest) = latest else {
+                Metrics::bump(&self.metrics.stale);
+                self.finish(&key, Outcome::Gone);
+                return;
+            };
+            if !job.stage.selector.matches(&latest) {
+                Metrics::bump(&self.metrics.stale);
+                self.finish(&key, Outcome::Dropped);
+                return;
+            }
+            job.object = latest;
+        }
+        let stage = job.stage.clone();
+        let span =
+            tracing::debug_span!("stage", object = %key, stage = %stage.name, retry = job.attempt);
+        let _enter = span.enter();
+        let mut deleted = false;
+        let mut done = Vec::new();
+        for index in job.step..stage.steps.len() {
+            if deleted && !matches!(stage.steps[index], Step::Event(_)) {
+                continue;
+            }
+            let renderer = &*self.deciders.renderer;
+            let actions =
+                match action::step_actions(&stage, index, &job.object, Typing::Typed, renderer) {
+                    Ok(actions) => actions,
+                    Err(e) => {
+                        job.step = index;
+                        let error = ClusterError {
+                            kind: if e.is_plugin() {
+                                FailureKind::Plugin
+                            } else {
+                                FailureKind::Template
+                            },
+                            status: None,
+                            reason: e
+                                .is_exhausted()
+                                .then(|| crate::retry::REASON_EXHAUSTED.to_owned()),
+                            message: e.to_string(),
+                            retry_after: None,
+                        };
+                        self.fail(job, error, done).await;
+                        return;
+                    }
+                };
+            for action in actions {
+                let before = resource_version(&job.object).map(str::to_owned);
+                let kind = action.kind();
+                let is_patch = matches!(action, Action::Patch { .. });
+                let detail = self.journal.as_ref().map(|_| action.summary());
+                // Where the cluster is in this process, let go of the object while writing
+                // it, so the store (then its only holder) can move it instead of copying.
+                // (Not once it is gone: only events follow then.)
+                let cheap = self.cluster.cheap_noop_writes() && !deleted;
+                let held = Arc::downgrade(&job.object);
+                if cheap {
+                    job.object = Arc::default();
+                }
+                let sent = self.send(&key, &job.object, action).await;
+                if cheap && matches!(sent, Ok(Sent::Nothing) | Err(_)) {
+                    match held.upgrade() {
+                        Some(object) => job.object = object,
+                        None => {
+                            // Changed or deleted by someone else meanwhile: a watch event
+                            // brings the news; this job is stale.
+                            Metrics::bump(&self.metrics.stale);
+                            self.finish(&key, Outcome::Dropped);
+                            return;
+                        }
+                    }
+                }
+                let changed = match sent {
+                    Ok(Sent::Object(object)) => {
+                        let changed = resource_version(&object) != before.as_deref();
+                        if !changed && is_patch {
+                            Metrics::bump(&self.metrics.noops);
+                        }
+                        job.object = object;
+                        changed
+                    }
+                    Ok(Sent::Gone) => {
+                        deleted = true;
+                        true
+                    }
+                    Ok(Sent::Nothing) => false,
+                    Err(error) => {
+                        job.step = index;
+                        self.fail(job, error, done).await;
+                        return;
+                    }
+                };
+                if let Some(detail) = detail {
+                    done.push(Done {
+                        kind,
+                        detail,
+                        changed,
+                    });
+                }
+            }
+        }
+        self.metrics.transition(&stage.name);
+        if let Some(journal) = &self.journal {
+            let what = What::Stage {
+                name: stage.name.clone(),
+                actions: done,
+                error: None,
+            };
+            journal.record(key.clone(), what);
+        }
+        let outcome = if deleted {
+            Outcome::Gone
+        } else {
+            Outcome::Done {
+                object: job.object.clone(),
+                immediate: stage.immediate_next_stage,
+                stage: stage.clone(),
+            }
+        };
+        if self.finish(&key, outcome) {
+            self.slowed_down(&key, &stage).await;
+        }
+    }
+
+    /// Say once that `key` was slowed down by the loop guard for playing `stage` again and
+    /// again: a warning in the log and a Warning Event on the object.
+    async fn slowed_down(&self, key: &ObjectKey, stage: &Stage) {
+        let guard = &self.loop_guard;
+        let message = format!(
+            "kstage: Stage {} played more than {} times within {:?} (does its output still match it?): slowed down to one play per {:?}, doubling up to {:?}",
+            stage.name, guard.burst, guard.window, guard.window, guard.max_delay,
+        );
+        tracing::warn!(object = %key, stage = %stage.name, "{message}");
+        let event = EventRequest {
+            event_type: "Warning".to_owned(),
+            reason: "StageLoop".to_owned(),
+            message,
+        };
+        if let Err(e) = self.cluster.event(key, &event).await {
+            tracing::warn!(object = %key, error = %e, "cannot record the Warning event");
+        }
+    }
+
+    /// A job ended: free the object and match its newest version if needed. True when
+    /// the loop guard slowed the object down just now (the caller says so).
+    pub(super) fn finish(&self, key: &ObjectKey, outcome: Outcome) -> bool {
+        let mut keys = lock(&self.keys);
+        let Some(ended) = keys.busy.ended(key) else {
+            return false; // deleted meanwhile
+        };
+        let slowed = match (&outcome, keys.latest.get_mut(key)) {
+            (Outcome::Done { stage, .. }, Some(seen)) => {
+                seen.reentry
+                    .played(stage_id(stage), Instant::now(), &self.loop_guard)
+            }
+            _ => false,
+        };
+        if slowed {
+            Metrics::bump(&self.metrics.slowed);
+        }
+        // What to match next, newest first: a version that arrived while the Stage ran,
+        // the object an `immediateNextStage` Stage wrote, or a job popped meanwhile.
+        // Nothing when the object is gone (or a newer version is on its way). A packed
+        // version is parsed only when it is matched and is not the one the Stage wrote
+        // (usually it is: the watch's echo of this job's own write).
+        let next = match (outcome, keys.latest.get(key)) {
+            (Outcome::Gone, _) | (_, None) => None,
+            (Outcome::Done { object, .. }, Some(seen)) if ended.dirty => seen.latest(&object).get(),
+            (Outcome::Dropped, Some(seen)) if ended.dirty => seen.object.upgrade(),
+            (
+                Outcome::Done {
+                    object,
+                    immediate: true,
+                    ..
+                },
+                Some(seen),
+            ) => seen.object.is_live().then_some(object),
+            _ => None,
+        };
+        match (next, ended.pending) {
+            (Some(object), _) => self.schedule(&mut keys, key.clone(), &object),
+            (None, Some(pending)) => {
+                let lane = pending.lane();
+                self.queue.add(key.clone(), pending, lane, Duration::ZERO);
+            }
+            (None, None) => {}
+        }
+        slowed
+    }
+}
