@@ -42,7 +42,7 @@ pub struct LeaseConfig {
 }
 
 /// The nodes this replica holds, as published by [`Leases::run`].
-pub type Held = watch::Receiver<BTreeSet<String>>;
+pub type HeldNodes = watch::Receiver<BTreeSet<String>>;
 
 /// The lease loop of one replica.
 #[derive(Debug)]
@@ -69,7 +69,7 @@ impl Leases {
     }
 
     /// The nodes held, updated as leases are won and lost.
-    pub fn held(&self) -> Held {
+    pub fn held(&self) -> HeldNodes {
         self.held.subscribe()
     }
 

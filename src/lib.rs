@@ -18,7 +18,8 @@
 //! - [`retry`]: failure classification and backoff.
 //! - [`decide`]: the three delegated decisions as traits, with the built-in answers.
 //! - [`plugin`]: the WebAssembly host for the selector, renderer and classifier plugins.
-//! - [`cluster`]: the API boundary; [`cluster::memory`] is the in-memory store.
+//! - [`cluster`]: the API boundary; [`cluster::store`] is the in-memory store,
+//!   [`cluster::memory`] the cluster over it.
 //! - [`apiserver`]: the embedded Kubernetes API server (real HTTP) over that store;
 //!   [`bench`]: benchmarks against an API server.
 //! - [`daemon`]: the engine against an API server through kube-rs, Stages from files and

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use crate::clock::Clock;
 use crate::cluster::faults::{FaultSpec, Faults};
-use crate::cluster::local::MemoryCluster;
+use crate::cluster::memory::MemoryCluster;
 use crate::cluster::{ClusterError, ObjectKey};
 use crate::decide::Deciders;
 pub use crate::engine::journal::{Done, Entry, What};

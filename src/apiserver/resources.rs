@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use crate::cluster::memory::CustomKind;
+use crate::cluster::store::CustomKind;
 
 /// A column of a custom resource's table (`additionalPrinterColumns`).
 #[derive(Debug, Clone, PartialEq, Eq)]

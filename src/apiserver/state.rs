@@ -17,7 +17,7 @@ use tokio::sync::watch;
 
 use super::resources::{Registry, Resource};
 use crate::clock::Clock;
-use crate::cluster::memory::{Deleted, MemoryStore, Written, check_resource_version};
+use crate::cluster::store::{Deleted, MemoryStore, Written, check_resource_version};
 use crate::cluster::{ApiError, ObjectKey};
 use crate::patch::PatchType;
 

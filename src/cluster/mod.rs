@@ -2,8 +2,8 @@
 //!
 //! [`Cluster`] is shaped after what kube-rs offers (watch streams with restarts, typed
 //! errors carrying the HTTP status and `Retry-After`, PATCH by content type,
-//! subresources), so a kube-rs implementation is a thin adapter. [`memory`] is an
-//! in-memory store with the API server's write semantics; [`local::MemoryCluster`] serves
+//! subresources), so a kube-rs implementation is a thin adapter. [`store`] is an
+//! in-memory store with the API server's write semantics; [`memory::MemoryCluster`] serves
 //! it through [`Cluster`], with [`faults`] injected on demand. [`client::KubeCluster`] is
 //! the kube-rs implementation, for real clusters and the embedded API server, reading
 //! objects as [`raw::RawObject`]s; [`managed`] decides which nodes and pods it hands
@@ -11,10 +11,10 @@
 
 pub mod client;
 pub mod faults;
-pub mod local;
 pub mod managed;
 pub mod throttle;
 pub mod memory;
+pub mod store;
 pub mod raw;
 
 use std::fmt;

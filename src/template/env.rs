@@ -304,7 +304,7 @@ struct PodRange {
 
 /// Which index each node and pod holds.
 #[derive(Debug, Default)]
-struct Leases {
+struct Assignments {
     nodes: HashMap<String, u64>,
     next_node: u64,
     /// The pod ranges of nodes that have `spec.podCIDRs` (others use the global range).
@@ -313,7 +313,7 @@ struct Leases {
     pods: HashMap<PodKey, (Pool, u64)>,
 }
 
-impl Leases {
+impl Assignments {
     /// Forgets `pool`'s range when no pod and no node uses it any more (the global range
     /// is kept: it is the fallback).
     fn tidy(&mut self, pool: Pool, global: Pool) {
@@ -353,7 +353,7 @@ pub struct SimEnv {
     dual_stack: bool,
     nodes: Pool,
     pods: Pool,
-    leases: Mutex<Leases>,
+    assignments: Mutex<Assignments>,
 }
 
 impl std::fmt::Debug for SimEnv {
@@ -401,7 +401,7 @@ impl SimEnv {
                     64,
                 )),
             },
-            leases: Mutex::new(Leases::default()),
+            assignments: Mutex::new(Assignments::default()),
         }
     }
 
@@ -484,23 +484,23 @@ impl SimEnv {
                 "unusable podCIDRs: the node's pods get addresses from the global range"
             );
         }
-        let mut leases = self.leases();
-        if leases.node_ranges.get(name).copied() == pool {
+        let mut assignments = self.assignments();
+        if assignments.node_ranges.get(name).copied() == pool {
             return;
         }
-        self.forget_range(&mut leases, name);
+        self.forget_range(&mut assignments, name);
         if let Some(pool) = pool {
-            leases.node_ranges.insert(name.to_owned(), pool);
-            leases.ranges.entry(pool).or_default().nodes += 1;
+            assignments.node_ranges.insert(name.to_owned(), pool);
+            assignments.ranges.entry(pool).or_default().nodes += 1;
         }
     }
 
-    fn forget_range(&self, leases: &mut Leases, node: &str) {
-        if let Some(old) = leases.node_ranges.remove(node) {
-            if let Some(range) = leases.ranges.get_mut(&old) {
+    fn forget_range(&self, assignments: &mut Assignments, node: &str) {
+        if let Some(old) = assignments.node_ranges.remove(node) {
+            if let Some(range) = assignments.ranges.get_mut(&old) {
                 range.nodes -= 1;
             }
-            leases.tidy(old, self.pods);
+            assignments.tidy(old, self.pods);
         }
     }
 
@@ -514,7 +514,7 @@ impl SimEnv {
                 .unwrap_or("")
         };
         if is_core(object, "Node") {
-            self.forget_range(&mut self.leases(), text("/metadata/name"));
+            self.forget_range(&mut self.assignments(), text("/metadata/name"));
             return;
         }
         if !is_core(object, "Pod") {
@@ -532,58 +532,68 @@ impl SimEnv {
 
     /// How many pods hold addresses.
     pub fn leased_pods(&self) -> usize {
-        self.leases().pods.len()
+        self.assignments().pods.len()
     }
 
     /// How many pod ranges are in use besides the global one (nodes' `podCIDRs`).
     pub fn node_ranges(&self) -> usize {
-        let leases = self.leases();
-        leases.ranges.keys().filter(|p| **p != self.pods).count()
+        let assignments = self.assignments();
+        assignments
+            .ranges
+            .keys()
+            .filter(|p| **p != self.pods)
+            .count()
     }
 
     /// Returns a pod's addresses to its range (when the pod is deleted); the lowest freed
     /// addresses are handed out first.
     pub fn release_pod(&self, pod: &PodIpRequest<'_>) {
         if let Some(key) = PodKey::of(pod) {
-            let mut leases = self.leases();
-            if let Some((pool, index)) = leases.pods.remove(&key) {
-                if let Some(range) = leases.ranges.get_mut(&pool) {
+            let mut assignments = self.assignments();
+            if let Some((pool, index)) = assignments.pods.remove(&key) {
+                if let Some(range) = assignments.ranges.get_mut(&pool) {
                     range.free.insert(index);
                     range.used -= 1;
                 }
-                leases.tidy(pool, self.pods);
+                assignments.tidy(pool, self.pods);
             }
         }
     }
 
-    fn leases(&self) -> MutexGuard<'_, Leases> {
+    fn assignments(&self) -> MutexGuard<'_, Assignments> {
         // The lease maps stay consistent between statements, so a poisoned lock is usable.
-        self.leases.lock().unwrap_or_else(PoisonError::into_inner)
+        self.assignments
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     fn node_index(&self, node_name: &str) -> Result<u64, String> {
-        let mut leases = self.leases();
-        if let Some(index) = leases.nodes.get(node_name) {
+        let mut assignments = self.assignments();
+        if let Some(index) = assignments.nodes.get(node_name) {
             return Ok(*index);
         }
-        let index = leases.next_node;
+        let index = assignments.next_node;
         if u128::from(index) >= self.nodes.capacity() {
             return Err(format!("node range {} {EXHAUSTED}", self.nodes.describe()));
         }
-        leases.next_node += 1;
-        leases.nodes.insert(node_name.to_owned(), index);
+        assignments.next_node += 1;
+        assignments.nodes.insert(node_name.to_owned(), index);
         Ok(index)
     }
 
     /// The range and index of a pod on `node`: the one it holds, else a free one of the
     /// node's range (the global range when the node has none).
     fn pod_index(&self, key: Option<PodKey>, node: &str) -> Result<(Pool, u64), String> {
-        let mut leases = self.leases();
-        if let Some(held) = key.as_ref().and_then(|k| leases.pods.get(k)) {
+        let mut assignments = self.assignments();
+        if let Some(held) = key.as_ref().and_then(|k| assignments.pods.get(k)) {
             return Ok(*held);
         }
-        let pool = leases.node_ranges.get(node).copied().unwrap_or(self.pods);
-        let range = leases.ranges.entry(pool).or_default();
+        let pool = assignments
+            .node_ranges
+            .get(node)
+            .copied()
+            .unwrap_or(self.pods);
+        let range = assignments.ranges.entry(pool).or_default();
         let index = match range.free.pop_first() {
             Some(index) => index,
             None => {
@@ -602,7 +612,7 @@ impl SimEnv {
         };
         if let Some(key) = key {
             range.used += 1;
-            leases.pods.insert(key, (pool, index));
+            assignments.pods.insert(key, (pool, index));
         }
         Ok((pool, index))
     }

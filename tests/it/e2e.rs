@@ -655,7 +655,7 @@ async fn replica(
 ) -> (
     Arc<Engine<KubeCluster>>,
     Vec<tokio::task::JoinHandle<()>>,
-    kstage::lease::Held,
+    kstage::lease::HeldNodes,
 ) {
     let config = kube_config(server).await;
     let base = KubeCluster::new(config.clone()).expect("cluster");

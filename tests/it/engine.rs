@@ -8,7 +8,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use kstage::clock::{Clock, TokioClock};
 use kstage::cluster::faults::{Fault, FaultSpec, Faults, Verb};
-use kstage::cluster::local::{MemoryCluster, event_counts};
+use kstage::cluster::memory::{MemoryCluster, event_counts};
 use kstage::cluster::{ObjectKey, PatchRequest};
 use kstage::engine::{Engine, EngineConfig};
 use kstage::patch::PatchType;
@@ -624,54 +624,4 @@ spec:
     let plays = engine.metrics().transitions_total();
     assert!((21..=60).contains(&plays), "{plays} plays in ten minutes");
     engine.shutdown();
-}
-
-/// Every line a job logs carries its Stage, object, step and attempt, also after an
-/// await (the job's future is instrumented, not entered once): here the error logged
-/// when a step's 422 drops the job, written after the request that failed.
-#[tokio::test(start_paused = true)]
-async fn a_line_logged_after_an_await_carries_the_jobs_fields() {
-    #[derive(Clone, Default)]
-    struct Lines(Arc<std::sync::Mutex<Vec<u8>>>);
-    impl std::io::Write for Lines {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().expect("lines").extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let lines = Lines::default();
-    let writer = lines.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_max_level(tracing::Level::INFO)
-        .with_ansi(false)
-        .finish();
-    // This test's runtime has one thread: the engine's tasks run on it, under this
-    // subscriber.
-    let _guard = tracing::subscriber::set_default(subscriber);
-    let w = world(FaultSpec::none(), 2);
-    w.cluster.faults().script(
-        Verb::Patch,
-        [Fault::Status {
-            code: 422,
-            retry_after: None,
-        }],
-    );
-    w.cluster.insert(pod("p")).expect("created");
-    let dropped =
-        || String::from_utf8_lossy(&lines.0.lock().expect("lines")).contains("dropping the job");
-    assert!(wait_until(dropped, Duration::from_secs(60)).await);
-    let text = String::from_utf8_lossy(&lines.0.lock().expect("lines")).into_owned();
-    let line = text
-        .lines()
-        .find(|l| l.contains("dropping the job"))
-        .expect("the line");
-    assert!(
-        line.contains("job{stage=pod-create object=Pod default/p attempt=0}:step{step=1}"),
-        "{line}"
-    );
-    w.engine.shutdown();
 }
