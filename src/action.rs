@@ -1,8 +1,10 @@
 //! What a Stage's steps send to the API server for one object: [`Action`]s.
 //!
 //! Rendering a step is pure: it reads the object and the compiled Stage and returns the
-//! requests to send, without sending them. The simulator, `stage explain` and (later) the
-//! engine's applier all go through [`step_actions`], so they agree on what a step does.
+//! requests to send, without sending them. The engine's workers, `kstage stage explain`
+//! and `kstage stage lint` all go through [`step_actions`], so they agree on what a step
+//! does. It stands apart from the engine for that reason: explain and lint use it with
+//! no engine, cluster or clock at all.
 
 use serde_json::{Value, json};
 

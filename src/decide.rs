@@ -1,8 +1,9 @@
 //! The three decisions kstage delegates, as traits the engine calls without knowing who
 //! answers: [`StageSelector`] (which Stage an object plays next), [`StepRenderer`] (what
 //! a step's template renders to) and [`Classifier`] (what a failed step does next). Each
-//! has the built-in, KWOK-compatible answer here ([`Builtin`]); `plugin::delegate`
-//! answers them with WebAssembly plugins, falling back to these.
+//! has the built-in, KWOK-compatible answer here ([`Builtin`]); a
+//! [`PluginSet`](crate::plugin::PluginSet) answers them with WebAssembly plugins,
+//! falling back to these.
 
 use std::sync::Arc;
 use std::time::Duration;

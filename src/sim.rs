@@ -127,6 +127,10 @@ pub struct Report {
 /// Run a simulation. Call it inside a current-thread tokio runtime with paused time
 /// (`kstage sim` makes one); `clock` must be a [`crate::clock::TokioClock`] started at
 /// `config.start`, the clock the Stages' templates were compiled with.
+///
+/// Cancel safety: dropping the future mid-run leaves the engine's tasks running on the
+/// runtime until it shuts down (they are aborted only at the end of a completed run); run
+/// it to completion, and bound it with `config.until`.
 pub async fn run(
     stages: StageSet,
     clock: Arc<dyn Clock>,

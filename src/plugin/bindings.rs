@@ -4,6 +4,9 @@
 //! that exports only some capabilities is driven through the per-interface
 //! `GuestIndices`, which look up only the interface they serve.
 
+// The generated items are documented in the WIT file, not here.
+#![allow(missing_docs)]
+
 wasmtime::component::bindgen!({
     path: "wit",
     world: "stage-plugin",
