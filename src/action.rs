@@ -149,8 +149,10 @@ impl StepError {
     /// Whether an address range the template draws from is full (transient: addresses
     /// come back as pods go).
     pub fn is_exhausted(&self) -> bool {
-        matches!(self, StepError::Template { .. })
-            && crate::template::is_exhausted(&self.to_string())
+        matches!(self, StepError::Template { source, .. } if matches!(
+            **source,
+            RenderError::Template(crate::template::TemplateError::AddressRangeExhausted { .. })
+        ))
     }
 
     /// The index of the step that failed.

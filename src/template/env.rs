@@ -122,13 +122,27 @@ impl TemplateEnv for GoldenEnv {
     }
 }
 
-/// How an IP function's error ends when the range has no free address: the failure is
-/// then transient (addresses come back as pods go), see [`is_exhausted`].
-pub const EXHAUSTED: &str = "exhausted (no free address)";
+thread_local! {
+    /// The address range an IP function of the template executing on this thread found
+    /// full (see [`exhausted`]).
+    static EXHAUSTED: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
 
-/// Whether a template error says that an address range is full.
-pub fn is_exhausted(message: &str) -> bool {
-    message.contains(EXHAUSTED)
+/// The error of an IP function whose `range` has no free address. Template functions
+/// report errors as text through the template engine, so the range is also recorded for
+/// [`Template`](super::Template) to turn the failed execution into the typed
+/// [`TemplateError::AddressRangeExhausted`](super::TemplateError::AddressRangeExhausted)
+/// (transient: addresses come back as pods go).
+fn exhausted(range: String) -> String {
+    let message = format!("{range} exhausted (no free address)");
+    EXHAUSTED.with(|e| *e.borrow_mut() = Some(range));
+    message
+}
+
+/// Take what [`exhausted`] recorded on this thread (templates execute synchronously, so
+/// it belongs to the execution that just failed); also clears a stale record.
+pub(super) fn take_exhausted() -> Option<String> {
+    EXHAUSTED.with(|e| e.borrow_mut().take())
 }
 
 /// A CIDR that cannot be used as an address pool.
@@ -574,7 +588,7 @@ impl SimEnv {
         }
         let index = assignments.next_node;
         if u128::from(index) >= self.nodes.capacity() {
-            return Err(format!("node range {} {EXHAUSTED}", self.nodes.describe()));
+            return Err(exhausted(format!("node range {}", self.nodes.describe())));
         }
         assignments.next_node += 1;
         assignments.nodes.insert(node_name.to_owned(), index);
@@ -604,7 +618,7 @@ impl SimEnv {
                     } else {
                         format!(" of node {node}")
                     };
-                    return Err(format!("pod range {}{owner} {EXHAUSTED}", pool.describe()));
+                    return Err(exhausted(format!("pod range {}{owner}", pool.describe())));
                 }
                 range.next += 1;
                 index
@@ -871,7 +885,15 @@ mod tests {
         let full = env
             .pod_ip_with(&on("v4", "d"))
             .expect_err("a /30 holds two");
-        assert!(is_exhausted(&full) && full.contains("of node v4"), "{full}");
+        assert!(
+            full.contains("exhausted (no free address)") && full.contains("of node v4"),
+            "{full}"
+        );
+        assert_eq!(
+            take_exhausted().as_deref(),
+            Some("pod range 10.8.0.0/30 of node v4"),
+            "the full range is recorded for the typed error"
+        );
         assert_eq!(env.pod_ip_with(&on("bad", "e")).expect("ip"), "10.244.0.1");
         // A node that changes its range keeps its pods' addresses; a deleted node's range
         // is forgotten once its pods are gone.

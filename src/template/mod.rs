@@ -34,7 +34,7 @@ mod value;
 
 use std::sync::Arc;
 
-pub use env::{CidrError, EXHAUSTED, GoldenEnv, PodIpRequest, SimEnv, TemplateEnv, is_exhausted};
+pub use env::{CidrError, GoldenEnv, PodIpRequest, SimEnv, TemplateEnv};
 
 use crate::yaml::YamlError;
 
@@ -60,6 +60,17 @@ pub enum TemplateError {
     Execute {
         /// The template's name.
         template: String,
+        /// The cause, as the template engine reports it.
+        message: String,
+    },
+    /// An IP function found its address range full. Transient: addresses come back as
+    /// pods go, so the step is retried with backoff.
+    #[error("template {template:?}: {message}")]
+    AddressRangeExhausted {
+        /// The template's name.
+        template: String,
+        /// The range, as its function describes it.
+        range: String,
         /// The cause, as the template engine reports it.
         message: String,
     },
@@ -225,12 +236,19 @@ impl Template {
 
     /// Executes the template on already converted data.
     fn execute(&self, data: &gotmpl::Value) -> Result<String, TemplateError> {
-        self.inner
-            .execute_to_string(data)
-            .map_err(|e| TemplateError::Execute {
-                template: self.name.clone(),
-                message: e.to_string(),
-            })
+        env::take_exhausted();
+        self.inner.execute_to_string(data).map_err(|e| {
+            let template = self.name.clone();
+            let message = e.to_string();
+            match env::take_exhausted() {
+                Some(range) => TemplateError::AddressRangeExhausted {
+                    template,
+                    range,
+                    message,
+                },
+                None => TemplateError::Execute { template, message },
+            }
+        })
     }
 
     /// Renders `obj` and reads the text as one YAML document, as KWOK does for patches.
