@@ -211,6 +211,15 @@ impl fmt::Display for ObjectKey {
     }
 }
 
+/// Follows the objects a watcher of the cluster sees (the engine tells it of every new
+/// version and of every object that goes away).
+pub trait Observer: Send + Sync + std::fmt::Debug + 'static {
+    /// A new version of an object was seen.
+    fn applied(&self, object: &Value);
+    /// An object went away; `object` is its last state.
+    fn gone(&self, object: &Value);
+}
+
 /// Whether a write left `object` (the answer to it) released: marked for deletion with
 /// no finalizer left and no graceful pod deletion pending. The API server removes such
 /// an object on that write and answers with its last state.

@@ -43,6 +43,7 @@ use serde_json::Value;
 use tokio::task::JoinHandle;
 
 use crate::clock::{Clock, SystemClock};
+pub use crate::cluster::Observer;
 use crate::cluster::{Cluster, ObjectKey};
 use crate::decide::Deciders;
 use crate::queue::{QueueConfig, WeightedQueue};
@@ -76,24 +77,6 @@ pub struct EngineConfig {
     pub observer: Option<Arc<dyn Observer>>,
     /// How fast one object may play the same Stage again before it is slowed down.
     pub loop_guard: LoopGuard,
-}
-
-/// Follows the objects the engine sees.
-pub trait Observer: Send + Sync + std::fmt::Debug + 'static {
-    /// A new version of an object was seen.
-    fn applied(&self, object: &Value);
-    /// An object went away; `object` is its last state.
-    fn gone(&self, object: &Value);
-}
-
-/// The address pools of a [`SimEnv`](crate::template::SimEnv) follow the nodes and pods.
-impl Observer for crate::template::SimEnv {
-    fn applied(&self, object: &Value) {
-        self.observe(object);
-    }
-    fn gone(&self, object: &Value) {
-        self.release(object);
-    }
 }
 
 impl Default for EngineConfig {

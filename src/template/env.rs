@@ -632,6 +632,17 @@ impl SimEnv {
     }
 }
 
+/// The address pools follow the nodes (their pod ranges) and the pods (their addresses
+/// come back when they go).
+impl crate::cluster::Observer for SimEnv {
+    fn applied(&self, object: &serde_json::Value) {
+        self.observe(object);
+    }
+    fn gone(&self, object: &serde_json::Value) {
+        self.release(object);
+    }
+}
+
 /// Whether `object` is the core (`v1`) `kind`.
 fn is_core(object: &serde_json::Value, kind: &str) -> bool {
     object.get("kind").and_then(serde_json::Value::as_str) == Some(kind)
