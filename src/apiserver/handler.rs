@@ -15,12 +15,13 @@ use http_body_util::{BodyExt, Limited};
 use serde_json::{Value, json};
 
 use super::reply::{self, Body};
+use super::request::Verb;
 use super::request::{Query, Route, Target};
 use super::resources::Resource;
 use super::select::{FieldSelector, LabelSelector};
 use super::state::State;
 use super::{Server, table, watch};
-use crate::cluster::faults::{Fault, Verb};
+use crate::cluster::faults::Fault;
 use crate::cluster::{ApiError, ObjectKey};
 use crate::patch::PatchType;
 
@@ -229,7 +230,8 @@ fn verb_of(method: &Method, target: &Target, query: &Query, headers: &HeaderMap)
                 == Some(PatchType::Apply);
             if apply { Verb::Apply } else { Verb::Patch }
         }
-        (&Method::DELETE, _) => Verb::Delete,
+        (&Method::DELETE, true) => Verb::Delete,
+        (&Method::DELETE, false) => Verb::DeleteCollection,
         _ => return None,
     })
 }
@@ -274,7 +276,7 @@ where
         ));
     }
     let mut close_after = None;
-    if let Some(fault) = server.faults.draw_for(verb, &resource.plural) {
+    if let Some(fault) = server.faults.draw_for(verb.fault_verb(), &resource.plural) {
         match fault {
             Fault::Refused | Fault::Reset => return Err(Abort::Reset),
             Fault::Eof => return Err(Abort::Eof),
@@ -295,15 +297,10 @@ where
             }
         }
     }
-    let writes = matches!(
-        verb,
-        Verb::Create | Verb::Update | Verb::Patch | Verb::Apply | Verb::Delete
-    );
-    if writes && !server.config.write_latency.is_zero() {
+    if verb.writes() && !server.config.write_latency.is_zero() {
         tokio::time::sleep(server.config.write_latency).await;
     }
     let namespace = target.namespace.as_deref();
-    let name = target.name.as_deref();
     let r = &resource;
     Ok(match verb {
         Verb::Get => get(&server.state, r, &target, req.headers(), &server),
@@ -333,17 +330,17 @@ where
                 _ => patch(&server.state, r, &target, &query, &content_type, &body),
             }
         }
-        Verb::Delete => {
+        Verb::Delete | Verb::DeleteCollection => {
             let body = match read_body(req).await {
                 Ok(b) => b,
                 Err(resp) => return Ok(resp),
             };
-            match name {
-                Some(_) => delete(&server.state, r, &target, &query, &body),
-                None => delete_collection(&server, r, namespace, &query, &body),
+            if verb == Verb::Delete {
+                delete(&server.state, r, &target, &query, &body)
+            } else {
+                delete_collection(&server, r, namespace, &query, &body)
             }
         }
-        Verb::Event => reply::not_found(),
     })
 }
 

@@ -121,6 +121,59 @@ fn target(group: &str, version: &str, rest: &[&str]) -> Route {
     }
 }
 
+/// What a request to a resource does (Kubernetes' request verbs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verb {
+    /// GET one object.
+    Get,
+    /// GET a collection.
+    List,
+    /// GET a collection with `watch=true`.
+    Watch,
+    /// POST a new object.
+    Create,
+    /// PUT an object.
+    Update,
+    /// PATCH an object.
+    Patch,
+    /// PATCH with `application/apply-patch+yaml`.
+    Apply,
+    /// DELETE one object.
+    Delete,
+    /// DELETE a collection.
+    DeleteCollection,
+}
+
+impl Verb {
+    /// Whether it writes (and so waits for the configured write latency).
+    pub fn writes(self) -> bool {
+        matches!(
+            self,
+            Verb::Create
+                | Verb::Update
+                | Verb::Patch
+                | Verb::Apply
+                | Verb::Delete
+                | Verb::DeleteCollection
+        )
+    }
+
+    /// The verb fault rules name it by (`delete` for both deletes).
+    pub fn fault_verb(self) -> crate::cluster::faults::Verb {
+        use crate::cluster::faults::Verb as F;
+        match self {
+            Verb::Get => F::Get,
+            Verb::List => F::List,
+            Verb::Watch => F::Watch,
+            Verb::Create => F::Create,
+            Verb::Update => F::Update,
+            Verb::Patch => F::Patch,
+            Verb::Apply => F::Apply,
+            Verb::Delete | Verb::DeleteCollection => F::Delete,
+        }
+    }
+}
+
 /// The query parameters, decoded.
 #[derive(Debug, Clone, Default)]
 pub struct Query(HashMap<String, String>);
