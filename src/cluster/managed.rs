@@ -17,8 +17,8 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::labels::{LabelSelector, SelectorError};
 use super::{ObjectKey, WatchEvent};
-use crate::apiserver::select::{LabelSelector, SelectorError};
 
 /// The nodes kstage manages.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

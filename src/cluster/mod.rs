@@ -11,6 +11,7 @@
 
 pub mod client;
 pub mod faults;
+pub mod labels;
 pub mod managed;
 pub mod throttle;
 pub mod memory;
