@@ -13,12 +13,11 @@
 //! objects of held nodes to the engine (and reports the objects of a node it lost as
 //! gone, so their queued work is cancelled).
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use futures_util::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, PostParams};
 use serde_json::json;
@@ -41,8 +40,7 @@ pub struct LeaseConfig {
     pub duration: Duration,
 }
 
-/// The nodes this replica holds, as published by [`Leases::run`].
-pub type HeldNodes = watch::Receiver<BTreeSet<String>>;
+pub use crate::cluster::managed::HeldNodes;
 
 /// The lease loop of one replica.
 #[derive(Debug)]
@@ -194,45 +192,5 @@ fn expired(lease: &Lease, now: DateTime<Utc>) -> bool {
             renewed + chrono::TimeDelta::seconds(i64::from(d)) < now
         }
         _ => true,
-    }
-}
-
-/// Publish the managed nodes seen by a node watch to the lease loop: the names of the
-/// nodes in `events`, kept current.
-pub async fn track_nodes(
-    mut events: impl futures_util::Stream<Item = crate::cluster::WatchEvent> + Unpin,
-    selection: crate::cluster::managed::ManagedNodes,
-    out: watch::Sender<BTreeSet<String>>,
-) {
-    use crate::cluster::WatchEvent;
-    let name = |n: &serde_json::Value| {
-        n.pointer("/metadata/name")
-            .and_then(serde_json::Value::as_str)
-            .unwrap_or("")
-            .to_owned()
-    };
-    let mut nodes: HashSet<String> = HashSet::new();
-    while let Some(event) = events.next().await {
-        match event {
-            WatchEvent::Applied(n) if selection.node_matches(&n) => {
-                nodes.insert(name(&n));
-            }
-            WatchEvent::Applied(n) | WatchEvent::Deleted(n) => {
-                nodes.remove(&name(&n));
-            }
-            WatchEvent::Restarted(all) => {
-                nodes = all
-                    .iter()
-                    .filter(|n| selection.node_matches(n))
-                    .map(|n| name(n))
-                    .collect();
-            }
-        }
-        let current: BTreeSet<String> = nodes.iter().cloned().collect();
-        out.send_if_modified(|old| {
-            let changed = *old != current;
-            *old = current;
-            changed
-        });
     }
 }

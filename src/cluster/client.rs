@@ -46,7 +46,7 @@ pub struct KubeCluster {
     managed: ManagedNodes,
     objects: Arc<ObjectSelectors>,
     throttle: Option<Arc<Throttle>>,
-    held: Option<crate::lease::HeldNodes>,
+    held: Option<super::managed::HeldNodes>,
 }
 
 impl std::fmt::Debug for KubeCluster {
@@ -76,7 +76,7 @@ impl KubeCluster {
 
     /// Deliver only the nodes in `held` and their pods (node leases; see
     /// [`crate::lease`]).
-    pub fn with_held_nodes(mut self, held: crate::lease::HeldNodes) -> Self {
+    pub fn with_held_nodes(mut self, held: super::managed::HeldNodes) -> Self {
         self.held = Some(held);
         self
     }
@@ -93,7 +93,7 @@ impl KubeCluster {
                 return;
             };
             let events = events(api, node_config(&cluster.managed), &node_ref()).boxed();
-            crate::lease::track_nodes(events, cluster.managed.clone(), out).await;
+            super::managed::track_nodes(events, cluster.managed.clone(), out).await;
         })
     }
 
@@ -312,7 +312,7 @@ fn node_ref() -> ResourceRef {
 /// object whose node is won is delivered then, one whose node is lost is reported gone.
 fn held_only(
     stream: BoxStream<'static, WatchEvent>,
-    held: crate::lease::HeldNodes,
+    held: super::managed::HeldNodes,
     nodes: bool,
 ) -> BoxStream<'static, WatchEvent> {
     enum Input {

@@ -12,7 +12,7 @@
 //! Other kinds are managed as their Stages' `resourceRef` names them, optionally narrowed
 //! by a label selector per kind ([`ObjectSelectors`], applied by the server).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -234,6 +234,50 @@ impl ObjectSelectors {
             .iter()
             .find(|s| s.kind == kind && s.group.as_deref().is_none_or(|g| g == group))
             .map(|s| s.labels.as_str())
+    }
+}
+
+/// The names of the nodes a replica holds (by node Lease), kept current by the lease
+/// loop: watches of nodes and pods are gated by it.
+pub type HeldNodes = tokio::sync::watch::Receiver<BTreeSet<String>>;
+
+/// Publish the managed nodes seen by a node watch (to the node lease loop): the names of
+/// the nodes in `events` that `selection` manages, kept current.
+pub async fn track_nodes(
+    mut events: impl futures_util::Stream<Item = WatchEvent> + Unpin,
+    selection: ManagedNodes,
+    out: tokio::sync::watch::Sender<BTreeSet<String>>,
+) {
+    use futures_util::StreamExt as _;
+    let name = |n: &serde_json::Value| {
+        n.pointer("/metadata/name")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("")
+            .to_owned()
+    };
+    let mut nodes: HashSet<String> = HashSet::new();
+    while let Some(event) = events.next().await {
+        match event {
+            WatchEvent::Applied(n) if selection.node_matches(&n) => {
+                nodes.insert(name(&n));
+            }
+            WatchEvent::Applied(n) | WatchEvent::Deleted(n) => {
+                nodes.remove(&name(&n));
+            }
+            WatchEvent::Restarted(all) => {
+                nodes = all
+                    .iter()
+                    .filter(|n| selection.node_matches(n))
+                    .map(|n| name(n))
+                    .collect();
+            }
+        }
+        let current: BTreeSet<String> = nodes.iter().cloned().collect();
+        out.send_if_modified(|old| {
+            let changed = *old != current;
+            *old = current;
+            changed
+        });
     }
 }
 
