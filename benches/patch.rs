@@ -4,8 +4,7 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use kstage::patch::{PatchType, apply, changes, finalizer_ops};
-use kstage::stage::v1alpha1::{FinalizerItem, StageFinalizers};
+use kstage::patch::{FinalizerChange, PatchType, apply, changes, finalizer_ops};
 use serde_json::{Value, json};
 
 /// A scheduled, not yet running Pod with two containers.
@@ -100,12 +99,9 @@ fn no_op_detection(c: &mut Criterion) {
 
 fn finalizers(c: &mut Criterion) {
     let current: Vec<String> = (0..8).map(|i| format!("example.com/f{i}")).collect();
-    let item = |value: &str| FinalizerItem {
-        value: value.to_owned(),
-    };
-    let change = StageFinalizers {
-        add: vec![item("kwok.x-k8s.io/fake"), item("example.com/f3")],
-        remove: vec![item("example.com/f1"), item("example.com/f6")],
+    let change = FinalizerChange {
+        add: &["kwok.x-k8s.io/fake", "example.com/f3"],
+        remove: &["example.com/f1", "example.com/f6"],
         empty: false,
     };
     c.bench_function("finalizer_ops", |b| {

@@ -185,7 +185,14 @@ pub fn step_actions(
             message: e.message.clone(),
         }],
         Step::Finalizers(change) => {
-            let ops = patch::finalizer_ops(&finalizers(object), change);
+            let add: Vec<&str> = change.add.iter().map(|i| i.value.as_str()).collect();
+            let remove: Vec<&str> = change.remove.iter().map(|i| i.value.as_str()).collect();
+            let change = patch::FinalizerChange {
+                add: &add,
+                remove: &remove,
+                empty: change.empty,
+            };
+            let ops = patch::finalizer_ops(&finalizers(object), &change);
             if ops.is_empty() {
                 Vec::new()
             } else {

@@ -16,25 +16,30 @@
 
 use serde_json::{Value, json};
 
-use crate::stage::v1alpha1::StageFinalizers;
+/// A change of an object's finalizers, as a Stage's `finalizers` step says it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FinalizerChange<'a> {
+    /// Finalizers to add.
+    pub add: &'a [&'a str],
+    /// Finalizers to remove.
+    pub remove: &'a [&'a str],
+    /// Remove every finalizer (before adding).
+    pub empty: bool,
+}
 
 /// The pointer of the finalizer list.
 const FINALIZERS: &str = "/metadata/finalizers";
 
 /// The JSON-patch operations that apply `change` to an object whose finalizers are
 /// `current`; empty when there is nothing to send.
-pub fn finalizer_ops(current: &[String], change: &StageFinalizers) -> Vec<Value> {
+pub fn finalizer_ops(current: &[String], change: &FinalizerChange<'_>) -> Vec<Value> {
     let mut additions: Vec<&str> = Vec::with_capacity(change.add.len());
-    for item in &change.add {
-        if !additions.contains(&item.value.as_str()) {
-            additions.push(&item.value);
+    for item in change.add {
+        if !additions.contains(item) {
+            additions.push(item);
         }
     }
-    let removals: Vec<&str> = change
-        .remove
-        .iter()
-        .map(|item| item.value.as_str())
-        .collect();
+    let removals: &[&str] = change.remove;
 
     let mut ops = Vec::new();
     let mut kept: Vec<&str> = current.iter().map(String::as_str).collect();
@@ -85,23 +90,9 @@ pub fn finalizer_ops(current: &[String], change: &StageFinalizers) -> Vec<Value>
 mod tests {
     use super::*;
     use crate::patch::{PatchType, apply};
-    use crate::stage::v1alpha1::FinalizerItem;
 
-    fn items(values: &[&str]) -> Vec<FinalizerItem> {
-        values
-            .iter()
-            .map(|value| FinalizerItem {
-                value: (*value).to_owned(),
-            })
-            .collect()
-    }
-
-    fn change(add: &[&str], remove: &[&str], empty: bool) -> StageFinalizers {
-        StageFinalizers {
-            add: items(add),
-            remove: items(remove),
-            empty,
-        }
+    fn change<'a>(add: &'a [&'a str], remove: &'a [&'a str], empty: bool) -> FinalizerChange<'a> {
+        FinalizerChange { add, remove, empty }
     }
 
     fn current(values: &[&str]) -> Vec<String> {
@@ -147,7 +138,7 @@ mod tests {
     #[test]
     fn adding_what_is_there_sends_nothing() {
         assert!(finalizer_ops(&current(&["a", "b"]), &change(&["b"], &[], false)).is_empty());
-        assert!(finalizer_ops(&current(&["a"]), &StageFinalizers::default()).is_empty());
+        assert!(finalizer_ops(&current(&["a"]), &FinalizerChange::default()).is_empty());
     }
 
     #[test]

@@ -76,7 +76,7 @@ mod strategic;
 use serde_json::{Map, Value};
 
 pub use error::{PatchError, StrategicError};
-pub use finalizers::finalizer_ops;
+pub use finalizers::{FinalizerChange, finalizer_ops};
 
 /// The type of a patch, as Kubernetes names them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

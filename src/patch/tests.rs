@@ -264,10 +264,9 @@ fn json_patch_no_op_detection() {
 
 #[test]
 fn finalizer_ops_are_json_patches_that_apply() {
-    use crate::stage::v1alpha1::{FinalizerItem, StageFinalizers};
-    let change = StageFinalizers {
-        add: vec![FinalizerItem { value: "b".into() }],
-        remove: vec![FinalizerItem { value: "a".into() }],
+    let change = super::FinalizerChange {
+        add: &["b"],
+        remove: &["a"],
         empty: false,
     };
     let ops = finalizer_ops(&["a".to_owned()], &change);
