@@ -18,8 +18,9 @@ use super::reply::{self, Body};
 use super::request::Verb;
 use super::request::{Query, Route, Target};
 use super::resources::Resource;
-use super::select::{FieldSelector, LabelSelector};
+use super::select::Filter;
 use super::state::State;
+use super::table::wants_table;
 use super::{Server, table, watch};
 use crate::cluster::faults::Fault;
 use crate::cluster::{ApiError, ObjectKey};
@@ -374,14 +375,6 @@ fn key_of(resource: &Resource, namespace: Option<&str>, name: &str) -> ObjectKey
     }
 }
 
-/// Whether the request's `Accept` header asks for a Table.
-pub(super) fn wants_table(headers: &HeaderMap) -> bool {
-    headers
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(table::wants_table)
-}
-
 fn get(
     state: &State,
     resource: &Resource,
@@ -408,39 +401,6 @@ fn get(
     }
 }
 
-/// The selectors of a list or watch, parsed.
-pub struct Filter {
-    /// Labels.
-    pub labels: LabelSelector,
-    /// Fields.
-    pub fields: FieldSelector,
-}
-
-impl Filter {
-    /// Parse the selectors of `query` for objects of `resource`.
-    pub fn parse(resource: &Resource, query: &Query) -> Result<Self, Response<Body>> {
-        let labels = LabelSelector::parse(query.get("labelSelector").unwrap_or(""))
-            .map_err(|e| reply::error(400, &e.0, None))?;
-        let fields = FieldSelector::parse(
-            query.get("fieldSelector").unwrap_or(""),
-            &resource.kind,
-            resource.builtin,
-        )
-        .map_err(|e| reply::error(400, &e.0, None))?;
-        Ok(Self { labels, fields })
-    }
-
-    /// Whether `object` passes both selectors.
-    pub fn matches(&self, object: &Value) -> bool {
-        self.labels.matches(object) && self.fields.matches(object)
-    }
-
-    /// The namespace to read: the path's, else one a field selector pins.
-    pub fn namespace<'a>(&'a self, path: Option<&'a str>) -> Option<&'a str> {
-        path.or_else(|| self.fields.pinned("metadata.namespace"))
-    }
-}
-
 /// A `continue` token: where the next page starts.
 #[derive(serde::Serialize, serde::Deserialize)]
 struct Continue {
@@ -458,7 +418,7 @@ fn list(
 ) -> Response<Body> {
     let filter = match Filter::parse(resource, query) {
         Ok(f) => f,
-        Err(r) => return r,
+        Err(e) => return reply::error(400, &e.0, None),
     };
     // As kube-apiserver: parameters that must be numbers are checked even where they
     // change nothing here (a list's `timeoutSeconds`, its `resourceVersion`).
@@ -954,7 +914,7 @@ fn delete_collection(
 ) -> Response<Body> {
     let filter = match Filter::parse(resource, query) {
         Ok(f) => f,
-        Err(r) => return r,
+        Err(e) => return reply::error(400, &e.0, None),
     };
     let options: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
     let grace = match grace_period(query, &options) {

@@ -7,6 +7,9 @@
 
 use serde_json::Value;
 
+use super::request::Query;
+use super::resources::Resource;
+
 pub use crate::cluster::labels::{LabelSelector, SelectorError};
 
 /// A parsed field selector for one kind; the empty one matches everything.
@@ -104,6 +107,37 @@ fn supported_field(field: &str, kind: &str, builtin: bool) -> bool {
                 )
         }
         _ => false,
+    }
+}
+
+/// The selectors of a list or watch, parsed.
+pub struct Filter {
+    /// Labels.
+    pub labels: LabelSelector,
+    /// Fields.
+    pub fields: FieldSelector,
+}
+
+impl Filter {
+    /// Parse the selectors of `query` for objects of `resource` (a refused one is a 400).
+    pub fn parse(resource: &Resource, query: &Query) -> Result<Self, SelectorError> {
+        let labels = LabelSelector::parse(query.get("labelSelector").unwrap_or(""))?;
+        let fields = FieldSelector::parse(
+            query.get("fieldSelector").unwrap_or(""),
+            &resource.kind,
+            resource.builtin,
+        )?;
+        Ok(Self { labels, fields })
+    }
+
+    /// Whether `object` passes both selectors.
+    pub fn matches(&self, object: &Value) -> bool {
+        self.labels.matches(object) && self.fields.matches(object)
+    }
+
+    /// The namespace to read: the path's, else one a field selector pins.
+    pub fn namespace<'a>(&'a self, path: Option<&'a str>) -> Option<&'a str> {
+        path.or_else(|| self.fields.pinned("metadata.namespace"))
     }
 }
 

@@ -8,7 +8,15 @@ use serde_json::{Value, json};
 use super::resources::Resource;
 
 /// Whether the `Accept` header asks for a Table.
-pub fn wants_table(accept: &str) -> bool {
+pub fn wants_table(headers: &http::HeaderMap) -> bool {
+    headers
+        .get(http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(accepts_table)
+}
+
+/// Whether an `Accept` value asks for a Table first.
+fn accepts_table(accept: &str) -> bool {
     accept
         .split(',')
         .next()
@@ -315,10 +323,10 @@ mod tests {
         let t = table(&nodes, &[&node], "7", now);
         assert_eq!(t["rows"][0]["cells"][1], "Ready");
         assert_eq!(t["rows"][0]["cells"][2], "agent");
-        assert!(wants_table(
+        assert!(accepts_table(
             "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
         ));
-        assert!(!wants_table("application/json"));
+        assert!(!accepts_table("application/json"));
     }
 
     #[test]

@@ -14,10 +14,10 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep_until};
 
-use super::handler::Filter;
 use super::reply::{self, Body};
 use super::request::Query;
 use super::resources::Resource;
+use super::select::Filter;
 use super::state::{EventType, Record, WatchStart};
 use super::{Server, table};
 
@@ -45,7 +45,7 @@ pub fn start(
 ) -> Response<Body> {
     let filter = match Filter::parse(&resource, query) {
         Ok(f) => f,
-        Err(r) => return r,
+        Err(e) => return reply::error(400, &e.0, None),
     };
     let send_initial = query.flag("sendInitialEvents");
     let from = match query.resource_version() {
@@ -67,7 +67,7 @@ pub fn start(
         namespace,
         bookmarks: query.flag("allowWatchBookmarks"),
         initial_events_end: send_initial,
-        table: super::handler::wants_table(headers),
+        table: super::table::wants_table(headers),
         deadline: now + timeout,
         close_at: close_after.map(|d| now + d),
         filter,
