@@ -3,15 +3,13 @@
 //! pod and the example pod Stages. Plugin figures include marshalling (the object is
 //! serialised to JSON text per call, as the engine does).
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use super::plugin::time_per_call;
 use crate::clock::SystemClock;
 use crate::decide::{Builtin, StepRenderer};
-use crate::plugin::{Capability, Runtime, Settings, convert, types};
+use crate::plugin::{Capability, Plugin, convert, types};
 use crate::retry::{BuiltinClassifier, Classifier};
 use crate::rng::Rng;
 use crate::stage::{Stage, StageSet, Step};
@@ -33,9 +31,8 @@ fn micros(d: Duration) -> String {
     format!("{:.2} µs", d.as_secs_f64() * 1e6)
 }
 
-pub(super) fn run(file: PathBuf, calls: u32) -> anyhow::Result<ExitCode> {
-    let runtime = Runtime::new().map_err(|e| anyhow::anyhow!("starting wasmtime: {e:#}"))?;
-    let plugin = super::plugin::load(&runtime, &file, Settings::default())?;
+/// Time each capability `plugin` exports beside the built-in one, `calls` calls each.
+pub(super) fn run(plugin: &Plugin, calls: u32) -> anyhow::Result<ExitCode> {
     let clock = Arc::new(SystemClock);
     let env = SimEnv::new(clock, chrono::Utc::now(), env!("CARGO_PKG_VERSION"));
     let renderer = Renderer::new(Arc::new(env));
@@ -48,7 +45,7 @@ pub(super) fn run(file: PathBuf, calls: u32) -> anyhow::Result<ExitCode> {
     let mut rng = Rng::seeded(1);
     let mut out = format!(
         "plugin {} ({} {}), {calls} calls per figure, median of 20 batches\n",
-        file.display(),
+        plugin.path().display(),
         plugin.info().name,
         plugin.info().version
     );
@@ -133,4 +130,29 @@ fn first_template<'a>(
                 _ => None,
             })
         })
+}
+
+/// Median of `samples` (sorted in place).
+fn median(samples: &mut [Duration]) -> Duration {
+    samples.sort_unstable();
+    samples.get(samples.len() / 2).copied().unwrap_or_default()
+}
+
+/// Time `f` `calls` times after 100 warm-up calls; the median of 20 batches, per call.
+fn time_per_call(calls: u32, mut f: impl FnMut()) -> Duration {
+    for _ in 0..100 {
+        f();
+    }
+    let batches = 20;
+    let per_batch = calls.div_ceil(batches).max(1);
+    let mut samples: Vec<Duration> = (0..batches)
+        .map(|_| {
+            let start = Instant::now();
+            for _ in 0..per_batch {
+                f();
+            }
+            start.elapsed() / per_batch
+        })
+        .collect();
+    median(&mut samples)
 }

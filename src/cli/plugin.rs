@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Context;
 use serde_json::{Value, json};
@@ -67,7 +67,12 @@ pub(super) fn run(command: PluginCommand) -> anyhow::Result<ExitCode> {
     match command {
         PluginCommand::Check(args) => check(args),
         PluginCommand::Call(args) => call(args),
-        PluginCommand::Bench(args) => super::bench_plugin::run(args.file, args.calls),
+        PluginCommand::Bench(args) => {
+            let runtime =
+                Runtime::new().map_err(|e| anyhow::anyhow!("starting wasmtime: {e:#}"))?;
+            let plugin = load(&runtime, &args.file, Settings::default())?;
+            super::bench_plugin::run(&plugin, args.calls)
+        }
     }
 }
 
@@ -242,29 +247,4 @@ fn call(args: CallArgs) -> anyhow::Result<ExitCode> {
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     super::print(&format!("{}\n", serde_json::to_string_pretty(&answer)?))?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// Median of `samples` (sorted in place).
-pub(super) fn median(samples: &mut [Duration]) -> Duration {
-    samples.sort_unstable();
-    samples.get(samples.len() / 2).copied().unwrap_or_default()
-}
-
-/// Time `f` `calls` times after 100 warm-up calls; the median of 20 batches, per call.
-pub(super) fn time_per_call(calls: u32, mut f: impl FnMut()) -> Duration {
-    for _ in 0..100 {
-        f();
-    }
-    let batches = 20;
-    let per_batch = calls.div_ceil(batches).max(1);
-    let mut samples: Vec<Duration> = (0..batches)
-        .map(|_| {
-            let start = Instant::now();
-            for _ in 0..per_batch {
-                f();
-            }
-            start.elapsed() / per_batch
-        })
-        .collect();
-    median(&mut samples)
 }
