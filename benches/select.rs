@@ -10,10 +10,11 @@ use std::hint::black_box;
 use std::path::PathBuf;
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use kstage::go::parse_go_time;
 use kstage::rng::Rng;
 use kstage::stage::selector::{Requirement, Selector};
 use kstage::stage::v1alpha1::Stage;
-use kstage::stage::value::{Delay, IntFrom, parse_go_time};
+use kstage::stage::value::{Delay, IntFrom};
 use serde_json::{Value, json};
 
 fn corpus() -> PathBuf {

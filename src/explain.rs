@@ -324,7 +324,7 @@ fn golden_action(action: &Action) -> Value {
 
 /// A duration as Go prints it (`1.5s`, `250ms`, `2m30s`), as KWOK's users read them.
 pub fn human(d: chrono::TimeDelta) -> String {
-    crate::stage::value::format_go_duration(d.num_nanoseconds().unwrap_or(i64::MAX))
+    crate::go::format_go_duration(d.num_nanoseconds().unwrap_or(i64::MAX))
 }
 
 #[cfg(test)]

@@ -34,7 +34,8 @@
 //! - [`sim`]: deterministic simulation; [`explain`]: `kstage stage explain`; [`lint`]:
 //!   what `kstage stage lint` warns about; [`bench`](mod@bench): benchmarks against an
 //!   API server.
-//! - [`clock`], [`rng`]: injected time and randomness; [`cli`]: the command line.
+//! - [`go`]: Go's parsing and formatting of integers, durations and times;
+//!   [`clock`], [`rng`]: injected time and randomness; [`cli`]: the command line.
 
 // In data-flow order: Stages in, objects matched, jobs queued, steps rendered and sent,
 // failures retried; the delegated decisions beside; the cluster below; the tools on top.
@@ -56,6 +57,7 @@ pub mod sim;
 pub mod explain;
 pub mod lint;
 pub mod bench;
+pub mod go;
 pub mod clock;
 pub mod rng;
 pub mod cli;

@@ -3,7 +3,7 @@
 
 use chrono::TimeDelta;
 
-use crate::stage::value::parse_go_duration;
+use crate::go::parse_go_duration;
 
 /// Parse a Go duration for a command-line flag; negative durations are refused.
 pub fn parse_duration(text: &str) -> Result<TimeDelta, String> {

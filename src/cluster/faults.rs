@@ -295,7 +295,7 @@ fn parse_fault(s: &str) -> Result<Fault, String> {
             let retry_after = match after {
                 None => None,
                 Some(a) => {
-                    let ns = crate::stage::value::parse_go_duration(a)
+                    let ns = crate::go::parse_go_duration(a)
                         .filter(|n| *n >= 0)
                         .ok_or_else(|| format!("bad Retry-After duration {a:?}"))?;
                     Some(Duration::from_nanos(ns as u64))

@@ -29,7 +29,7 @@ use serde::Deserialize;
 use super::Capability;
 use super::host::Grants;
 use super::loaded::Settings;
-use crate::stage::value::parse_go_duration;
+use crate::go::parse_go_duration;
 
 /// What to do when a plugin call fails (trap, timeout, memory, malformed output, or an
 /// `err` answer).

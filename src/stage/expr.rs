@@ -920,7 +920,7 @@ fn cel_to_json(v: &cel::Value) -> Result<Value, String> {
                 } else {
                     i64::MAX
                 });
-            Value::String(super::value::format_go_duration(ns))
+            Value::String(crate::go::format_go_duration(ns))
         }
         cel::Value::Timestamp(t) => {
             Value::String(t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true))

@@ -708,7 +708,7 @@ mod tests {
     #[test]
     fn corpus_golden_outputs() {
         use crate::stage::value::{Delay, IntFrom};
-        let now = crate::stage::value::parse_go_time("2006-01-02T15:04:05Z").unwrap_or_default();
+        let now = crate::go::parse_go_time("2006-01-02T15:04:05Z").unwrap_or_default();
         let mut cases = 0;
         for set in SETS {
             let dir = corpus_dir().join("stage").join(set).join("testdata");
