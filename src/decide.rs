@@ -11,7 +11,6 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use crate::plugin::CallError;
 pub use crate::retry::{BuiltinClassifier, Classifier};
 use crate::rng::Rng;
 use crate::stage::{Stage, StageSet};
@@ -44,9 +43,10 @@ pub enum RenderError {
     /// A Go template failed, or its output is not YAML/JSON.
     #[error(transparent)]
     Template(#[from] TemplateError),
-    /// A plugin failed and its failure policy is `fail`.
+    /// The renderer the Stage is bound to (a plugin, `plugin::CallError`) failed and its
+    /// failure policy is `fail`.
     #[error(transparent)]
-    Plugin(#[from] CallError),
+    Plugin(Box<dyn std::error::Error + Send + Sync>),
 }
 
 /// Renders a step's template for an object.

@@ -107,6 +107,13 @@ pub struct LoadError {
     pub problem: String,
 }
 
+/// A renderer plugin's failure is the step's render error.
+impl From<CallError> for crate::decide::RenderError {
+    fn from(error: CallError) -> Self {
+        crate::decide::RenderError::Plugin(Box::new(error))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
