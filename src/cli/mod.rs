@@ -116,7 +116,7 @@ pub fn main() -> ExitCode {
     }
     let result = match args.command {
         // The child evaluates in-process (`Jq::outputs_here`, `Cel::reply_here`).
-        Command::Eval { memory } => crate::stage::sandbox::serve(memory)
+        Command::Eval { memory } => crate::stage::evaluator::serve(memory)
             .map(|()| ExitCode::SUCCESS)
             .map_err(anyhow::Error::from),
         Command::Stage(StageCommand::Explain(a)) => explain::run(a),

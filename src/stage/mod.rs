@@ -6,10 +6,11 @@
 //! problem is reported with the field it is about, and one bad Stage never stops the
 //! others from compiling (whether a problem then stops a command is the caller's policy:
 //! the README's `stage lint`). Programs that can run without bound are evaluated in a child
-//! process within limits ([`sandbox`]).
+//! process within limits ([`sandbox`], the child: [`evaluator`]).
 
 mod compile;
 pub mod error;
+pub mod evaluator;
 pub mod expr;
 pub mod load;
 pub mod sandbox;
