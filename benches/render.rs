@@ -11,7 +11,7 @@ use std::sync::Arc;
 use chrono::{TimeZone, Utc};
 use criterion::{Criterion, criterion_group, criterion_main};
 use kstage::clock::ManualClock;
-use kstage::template::{Renderer, SimEnv};
+use kstage::template::{Renderer, StageEnv};
 use kstage::yaml;
 
 /// `$KSTAGE_KWOK_DIR`, else `../shared/kwok` (resolved by `build.rs`).
@@ -38,7 +38,7 @@ fn render(c: &mut Criterion) {
         .with_ymd_and_hms(2006, 1, 2, 15, 4, 5)
         .single()
         .expect("valid time");
-    let env = SimEnv::new(Arc::new(ManualClock::new(start)), start, "v0.7.0");
+    let env = StageEnv::new(Arc::new(ManualClock::new(start)), start, "v0.7.0");
     let renderer = Renderer::new(Arc::new(env));
     let template = renderer
         .parse("pod-ready/spec.next.statusTemplate", &src)

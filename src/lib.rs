@@ -21,7 +21,8 @@
 //! - [`engine`]: matcher, workers, applier and failure handling over a [`cluster`];
 //!   [`queue`]: the weighted delaying queue between matching and the workers.
 //! - [`action`]: what one step of a Stage sends for one object, through [`template`]
-//!   (Go templates with KWOK's functions; [`yaml`]: YAML ↔ JSON) and [`patch`] (JSON,
+//!   (Go templates with KWOK's functions, their addresses from [`ipam`]; [`yaml`]:
+//!   YAML ↔ JSON) and [`patch`] (JSON,
 //!   merge and strategic merge patches, finalizer ops, no-op detection).
 //! - [`retry`]: failure classification and backoff.
 //! - [`decide`]: the three delegated decisions as traits, with the built-in answers;
@@ -44,6 +45,7 @@ pub mod engine;
 pub mod queue;
 pub mod action;
 pub mod template;
+pub mod ipam;
 pub mod yaml;
 pub mod patch;
 pub mod retry;

@@ -13,7 +13,7 @@ use kstage::cluster::faults::{Fault, FaultSpec, Faults, Verb};
 use kstage::cluster::memory::MemoryCluster;
 use kstage::engine::{Engine, EngineConfig};
 use kstage::stage::StageSet;
-use kstage::template::{Renderer, SimEnv};
+use kstage::template::{Renderer, StageEnv};
 use serde_json::json;
 
 /// What the subscriber writes.
@@ -56,7 +56,7 @@ async fn a_line_logged_after_an_await_carries_the_jobs_fields() {
         clock.clone(),
         Faults::new(FaultSpec::none(), 1),
     ));
-    let renderer = Renderer::new(Arc::new(SimEnv::new(clock.clone(), start, "test")));
+    let renderer = Renderer::new(Arc::new(StageEnv::new(clock.clone(), start, "test")));
     let set = std::path::PathBuf::from(env!("KSTAGE_KWOK_DIR")).join("stage/pod/general");
     let loaded = kstage::stage::load::load(&[set], &renderer).expect("corpus readable");
     let config = EngineConfig {

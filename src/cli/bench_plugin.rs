@@ -13,7 +13,7 @@ use crate::plugin::{Capability, Plugin, convert, types};
 use crate::retry::{BuiltinClassifier, Classifier};
 use crate::rng::Rng;
 use crate::stage::{Stage, StageSet, Step};
-use crate::template::{Renderer, SimEnv};
+use crate::template::{Renderer, StageEnv};
 
 const STAGES: &str = concat!(
     include_str!("../../examples/stages/pod/pod-scheduled.yaml"),
@@ -34,7 +34,7 @@ fn micros(d: Duration) -> String {
 /// Time each capability `plugin` exports beside the built-in one, `calls` calls each.
 pub(super) fn run(plugin: &Plugin, calls: u32) -> anyhow::Result<ExitCode> {
     let clock = Arc::new(SystemClock);
-    let env = SimEnv::new(clock, chrono::Utc::now(), env!("CARGO_PKG_VERSION"));
+    let env = StageEnv::new(clock, chrono::Utc::now(), env!("CARGO_PKG_VERSION"));
     let renderer = Renderer::new(Arc::new(env));
     let loaded = crate::stage::load::load_str(STAGES, &renderer)?;
     let stages = StageSet::new(loaded.stages);

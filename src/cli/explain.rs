@@ -10,7 +10,7 @@ use super::{Output, StagePaths};
 use crate::action::Typing;
 use crate::clock::{Clock, ManualClock, SystemClock};
 use crate::explain::{Options, explain};
-use crate::template::{GoldenEnv, Renderer, SimEnv, TemplateEnv};
+use crate::template::{GoldenEnv, Renderer, StageEnv, TemplateEnv};
 
 /// The fixed time of KWOK's golden tests.
 pub const KWOK_GOLDEN_NOW: &str = "2006-01-02T15:04:05Z";
@@ -62,7 +62,7 @@ pub(super) fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
         let now = now.unwrap_or_else(|| SystemClock.now());
         let clock = Arc::new(ManualClock::new(now));
         (
-            Arc::new(SimEnv::new(clock, now, env!("CARGO_PKG_VERSION"))),
+            Arc::new(StageEnv::new(clock, now, env!("CARGO_PKG_VERSION"))),
             now,
             Typing::Typed,
         )

@@ -17,7 +17,7 @@ use crate::cluster::managed::{ManagedNodes, ObjectSelectors};
 use crate::daemon::Daemon;
 use crate::engine::{EngineConfig, LoopGuard};
 use crate::stage::Stage;
-use crate::template::{Renderer, SimEnv};
+use crate::template::{Renderer, StageEnv};
 
 /// The engine's flags, shared by `kstage run` and `kstage up`.
 #[derive(Debug, clap::Args)]
@@ -247,8 +247,8 @@ const STAGE_CRD: &str = include_str!("../../deploy/crds/stages.kwok.x-k8s.io.yam
 pub(super) fn template_env(
     clock: Arc<dyn Clock>,
     cidr: Option<&str>,
-) -> anyhow::Result<Arc<SimEnv>> {
-    let env = SimEnv::new(clock, chrono::Utc::now(), env!("CARGO_PKG_VERSION"));
+) -> anyhow::Result<Arc<StageEnv>> {
+    let env = StageEnv::new(clock, chrono::Utc::now(), env!("CARGO_PKG_VERSION"));
     let env = match cidr {
         None => env,
         Some(cidr) => {
@@ -316,7 +316,7 @@ fn builtin_stages(renderer: &Renderer) -> anyhow::Result<Vec<Stage>> {
     Ok(stages)
 }
 
-fn engine_config(args: &EngineArgs, clock: Arc<dyn Clock>, env: &Arc<SimEnv>) -> EngineConfig {
+fn engine_config(args: &EngineArgs, clock: Arc<dyn Clock>, env: &Arc<StageEnv>) -> EngineConfig {
     EngineConfig {
         workers: args.workers,
         clock,

@@ -10,7 +10,7 @@ use super::{Output, StagePaths, parse_duration};
 use crate::clock::{Clock, TokioClock};
 use crate::cluster::faults::FaultSpec;
 use crate::sim::Config;
-use crate::template::{Renderer, SimEnv};
+use crate::template::{Renderer, StageEnv};
 
 /// Arguments of `kstage sim`.
 #[derive(Debug, clap::Args)]
@@ -107,7 +107,11 @@ pub(super) fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
     let n_objects = objects.len();
     let report = runtime.block_on(async {
         let clock: Arc<dyn Clock> = Arc::new(TokioClock::new(start));
-        let env = Arc::new(SimEnv::new(clock.clone(), start, env!("CARGO_PKG_VERSION")));
+        let env = Arc::new(StageEnv::new(
+            clock.clone(),
+            start,
+            env!("CARGO_PKG_VERSION"),
+        ));
         let renderer = Renderer::new(env.clone());
         let stages = super::load_stages(&paths.stages, &renderer)?;
         let deciders = match plugin_config {

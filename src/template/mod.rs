@@ -34,7 +34,7 @@ mod value;
 
 use std::sync::Arc;
 
-pub use env::{CidrError, GoldenEnv, PodIpRequest, SimEnv, TemplateEnv};
+pub use env::{CidrError, GoldenEnv, PodIpRequest, StageEnv, TemplateEnv};
 
 use crate::yaml::YamlError;
 
@@ -236,11 +236,11 @@ impl Template {
 
     /// Executes the template on already converted data.
     fn execute(&self, data: &gotmpl::Value) -> Result<String, TemplateError> {
-        env::take_exhausted();
+        crate::ipam::take_exhausted();
         self.inner.execute_to_string(data).map_err(|e| {
             let template = self.name.clone();
             let message = e.to_string();
-            match env::take_exhausted() {
+            match crate::ipam::take_exhausted() {
                 Some(range) => TemplateError::AddressRangeExhausted {
                     template,
                     range,

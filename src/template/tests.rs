@@ -5,7 +5,7 @@ use std::sync::Arc;
 use chrono::{DateTime, TimeDelta, TimeZone, Utc};
 use serde_json::{Value, json};
 
-use super::{GoldenEnv, Renderer, SimEnv, Template, TemplateEnv, TemplateError};
+use super::{GoldenEnv, Renderer, StageEnv, Template, TemplateEnv, TemplateError};
 use crate::clock::ManualClock;
 
 fn start() -> DateTime<Utc> {
@@ -16,7 +16,7 @@ fn start() -> DateTime<Utc> {
 
 fn sim() -> (Arc<ManualClock>, Renderer) {
     let clock = Arc::new(ManualClock::new(start()));
-    let env = SimEnv::new(clock.clone(), start(), "v0.7.0");
+    let env = StageEnv::new(clock.clone(), start(), "v0.7.0");
     (clock, Renderer::new(Arc::new(env)))
 }
 
@@ -296,7 +296,7 @@ fn node_identity_functions() {
         );
     }
     let clock = Arc::new(ManualClock::new(start()));
-    let env = SimEnv::new(clock, start(), "v").with_node_name("");
+    let env = StageEnv::new(clock, start(), "v").with_node_name("");
     let renderer = Renderer::new(Arc::new(env));
     assert_eq!(
         render_with(

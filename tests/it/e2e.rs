@@ -16,7 +16,7 @@ use kstage::cluster::ObjectKey;
 use kstage::cluster::client::KubeCluster;
 use kstage::engine::{Engine, EngineConfig};
 use kstage::stage::StageSet;
-use kstage::template::{Renderer, SimEnv};
+use kstage::template::{Renderer, StageEnv};
 
 /// A kube-rs configuration for the embedded server.
 pub async fn kube_config(server: &ApiServer) -> kube::Config {
@@ -27,7 +27,7 @@ pub async fn kube_config(server: &ApiServer) -> kube::Config {
 }
 
 fn stage_set(clock: Arc<dyn Clock>, sets: &[&str]) -> StageSet {
-    let renderer = Renderer::new(Arc::new(SimEnv::new(clock, Utc::now(), "e2e")));
+    let renderer = Renderer::new(Arc::new(StageEnv::new(clock, Utc::now(), "e2e")));
     let paths: Vec<_> = sets.iter().map(|s| crate::kwok_dir().join(s)).collect();
     let loaded = kstage::stage::load::load(&paths, &renderer).expect("corpus");
     assert!(loaded.problems.is_empty(), "{:?}", loaded.problems);
@@ -274,7 +274,7 @@ async fn a_stage_resource_changed_mid_run_reroutes_its_objects() {
         .expect("CRD");
     let cluster = Arc::new(KubeCluster::new(kube_config(&server).await).expect("cluster"));
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let renderer = Renderer::new(Arc::new(SimEnv::new(clock.clone(), Utc::now(), "e2e")));
+    let renderer = Renderer::new(Arc::new(StageEnv::new(clock.clone(), Utc::now(), "e2e")));
     let daemon = kstage::daemon::Daemon::start(
         cluster,
         Vec::new(),
@@ -791,7 +791,7 @@ async fn an_object_selector_narrows_other_kinds() {
         .expect("cluster")
         .with_object_selectors(selectors);
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let renderer = Renderer::new(Arc::new(SimEnv::new(clock.clone(), Utc::now(), "e2e")));
+    let renderer = Renderer::new(Arc::new(StageEnv::new(clock.clone(), Utc::now(), "e2e")));
     let stage = r#"
 apiVersion: kwok.x-k8s.io/v1alpha1
 kind: Stage

@@ -13,7 +13,7 @@ use kstage::cluster::{ObjectKey, PatchRequest};
 use kstage::engine::{Engine, EngineConfig};
 use kstage::patch::PatchType;
 use kstage::stage::StageSet;
-use kstage::template::{Renderer, SimEnv};
+use kstage::template::{Renderer, StageEnv};
 use serde_json::{Value, json};
 
 fn start() -> DateTime<Utc> {
@@ -43,7 +43,7 @@ fn world_of(
 ) -> World {
     let clock: Arc<dyn Clock> = Arc::new(TokioClock::new(start()));
     let cluster = Arc::new(MemoryCluster::new(clock.clone(), Faults::new(faults, 11)));
-    let renderer = Renderer::new(Arc::new(SimEnv::new(clock.clone(), start(), "test")));
+    let renderer = Renderer::new(Arc::new(StageEnv::new(clock.clone(), start(), "test")));
     let loaded = load(&renderer);
     assert!(loaded.problems.is_empty(), "{:?}", loaded.problems);
     let config = EngineConfig {
@@ -322,7 +322,7 @@ async fn a_stage_set_change_re_matches_objects_already_seen() {
         clock.clone(),
         Faults::new(FaultSpec::none(), 1),
     ));
-    let renderer = Renderer::new(Arc::new(SimEnv::new(clock.clone(), start(), "test")));
+    let renderer = Renderer::new(Arc::new(StageEnv::new(clock.clone(), start(), "test")));
     let hold = "apiVersion: kwok.x-k8s.io/v1alpha1
 kind: Stage
 metadata: {name: hold}
@@ -406,16 +406,20 @@ async fn a_relist_forgets_objects_that_are_gone_and_cancels_their_jobs() {
 }
 
 /// An engine (started, 4 workers) playing KWOK's Stage `sets` over an in-memory cluster,
-/// with a [`SimEnv`] observing the objects (its address pools follow nodes and pods).
+/// with a [`StageEnv`] observing the objects (its address pools follow nodes and pods).
 fn engine_with_ip_pools(
     sets: &[&str],
-) -> (Arc<MemoryCluster>, Arc<SimEnv>, Arc<Engine<MemoryCluster>>) {
+) -> (
+    Arc<MemoryCluster>,
+    Arc<StageEnv>,
+    Arc<Engine<MemoryCluster>>,
+) {
     let clock: Arc<dyn Clock> = Arc::new(TokioClock::new(start()));
     let cluster = Arc::new(MemoryCluster::new(
         clock.clone(),
         Faults::new(FaultSpec::none(), 1),
     ));
-    let env = Arc::new(SimEnv::new(clock.clone(), start(), "test"));
+    let env = Arc::new(StageEnv::new(clock.clone(), start(), "test"));
     let renderer = Renderer::new(env.clone());
     let paths: Vec<_> = sets.iter().map(|s| crate::kwok_dir().join(s)).collect();
     let loaded = kstage::stage::load::load(&paths, &renderer).expect("corpus readable");

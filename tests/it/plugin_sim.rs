@@ -15,7 +15,7 @@ use kstage::plugin::config::{FailurePolicy, PluginConfig, PluginSpec, Policies};
 use kstage::plugin::{Capability, PluginSet, Runtime, Settings};
 use kstage::sim::{Config, Report, What};
 use kstage::stage::StageSet;
-use kstage::template::{Renderer, SimEnv};
+use kstage::template::{Renderer, StageEnv};
 
 use crate::fixtures::{Fixture, Render};
 
@@ -121,7 +121,7 @@ where
         .expect("runtime");
     runtime.block_on(async {
         let clock: Arc<dyn Clock> = Arc::new(TokioClock::new(start()));
-        let renderer = Renderer::new(Arc::new(SimEnv::new(clock.clone(), start(), "test")));
+        let renderer = Renderer::new(Arc::new(StageEnv::new(clock.clone(), start(), "test")));
         let loaded =
             kstage::stage::load::load_str(&stages(annotations), &renderer).expect("stages");
         assert!(loaded.problems.is_empty(), "{:?}", loaded.problems);
