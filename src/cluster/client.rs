@@ -22,13 +22,13 @@ use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
+use super::ResourceRef;
 use super::managed::{ManagedNodes, ObjectSelectors, PodGate};
 use super::raw::RawObject;
 use super::throttle::Throttle;
 use super::{Cluster, ClusterError, EventRequest, ObjectKey, PatchRequest, WatchEvent};
 use crate::patch::PatchType;
 use crate::retry::FailureKind;
-use crate::stage::ResourceRef;
 
 /// The field manager of kstage's server-side applies.
 pub const FIELD_MANAGER: &str = "kstage";

@@ -9,13 +9,13 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
+use super::ResourceRef;
 use super::faults::{Fault, Faults, Verb};
 use super::store::{Deleted, MemoryStore, Written};
 use super::{Cluster, ClusterError, EventRequest, ObjectKey, PatchRequest, WatchEvent};
 use crate::clock::Clock;
 use crate::patch::PatchType;
 use crate::retry::FailureKind;
-use crate::stage::ResourceRef;
 
 /// An event recorded by [`MemoryCluster`].
 #[derive(Debug, Clone, PartialEq, Eq)]

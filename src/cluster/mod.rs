@@ -28,7 +28,6 @@ use tokio::sync::mpsc;
 
 use crate::patch::PatchType;
 use crate::retry::FailureKind;
-use crate::stage::ResourceRef;
 
 /// What a watch reports.
 #[derive(Debug, Clone)]
@@ -209,6 +208,33 @@ impl fmt::Display for ObjectKey {
         } else {
             write!(f, "{} {}/{}", self.kind, self.namespace, self.name)
         }
+    }
+}
+
+/// A kind of object: what a Stage applies to (KWOK's `resourceRef`, where `api_group` is
+/// a group/version string: `v1`, `apps/v1`, `kwok.x-k8s.io/v1alpha1`), what a watch
+/// watches.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ResourceRef {
+    /// Group/version, `v1` for the core group.
+    pub api_group: String,
+    /// Kind, e.g. `Pod`.
+    pub kind: String,
+}
+
+impl ResourceRef {
+    /// The resource of an object, from its `apiVersion` and `kind`.
+    pub fn of(object: &serde_json::Value) -> Option<Self> {
+        Some(Self {
+            api_group: object.get("apiVersion")?.as_str()?.to_owned(),
+            kind: object.get("kind")?.as_str()?.to_owned(),
+        })
+    }
+}
+
+impl fmt::Display for ResourceRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.api_group, self.kind)
     }
 }
 
