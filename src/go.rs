@@ -21,8 +21,9 @@ pub fn parse_go_int(s: &str) -> Option<i64> {
     }
 }
 
-/// Go's `strconv.ParseUint(s, 0, 64)` (`s` without a sign).
-fn parse_go_uint(s: &str) -> Option<u64> {
+/// Go's `strconv.ParseUint(s, 0, 64)`: `0x`/`0o`/`0b`/`0` prefixes select the base, `_`
+/// may separate digits, no sign; `None` on syntax or range errors.
+pub fn parse_go_uint(s: &str) -> Option<u64> {
     let bytes = s.as_bytes();
     let lower = |b: u8| b.to_ascii_lowercase();
     let (base, body): (u64, &[u8]) = match bytes {

@@ -44,10 +44,10 @@ pub(super) fn resolve_plain(s: &str) -> Scalar {
         }
         b'+' | b'-' | b'0'..=b'9' => {
             let plain: String = s.chars().filter(|c| *c != '_').collect();
-            if let Some(i) = go_parse_int(&plain) {
+            if let Some(i) = crate::go::parse_go_int(&plain) {
                 return Scalar::Int(i);
             }
-            if let Some(u) = go_parse_uint(&plain) {
+            if let Some(u) = crate::go::parse_go_uint(&plain) {
                 return Scalar::Uint(u);
             }
             if is_yaml_float(&plain) {
@@ -101,52 +101,6 @@ fn is_yaml_float(s: &str) -> bool {
         }
     }
     i == b.len()
-}
-
-/// Go's `strconv.ParseUint(s, 0, 64)` digits after the sign: base prefix, then digits.
-fn go_parse_magnitude(s: &str) -> Option<u64> {
-    let (radix, digits) = if let Some(rest) = s.strip_prefix("0x").or(s.strip_prefix("0X")) {
-        (16, rest)
-    } else if let Some(rest) = s.strip_prefix("0o").or(s.strip_prefix("0O")) {
-        (8, rest)
-    } else if let Some(rest) = s.strip_prefix("0b").or(s.strip_prefix("0B")) {
-        (2, rest)
-    } else if s.len() > 1 && s.starts_with('0') {
-        (8, &s[1..])
-    } else {
-        (10, s)
-    };
-    if digits.is_empty() || !digits.chars().all(|c| c.is_digit(radix)) {
-        return None;
-    }
-    u64::from_str_radix(digits, radix).ok()
-}
-
-/// Go's `strconv.ParseInt(s, 0, 64)` (underscores already removed).
-fn go_parse_int(s: &str) -> Option<i64> {
-    let (negative, rest) = match s.as_bytes().first() {
-        Some(b'-') => (true, &s[1..]),
-        Some(b'+') => (false, &s[1..]),
-        _ => (false, s),
-    };
-    let magnitude = go_parse_magnitude(rest)?;
-    if negative {
-        if magnitude == 1u64 << 63 {
-            Some(i64::MIN)
-        } else {
-            i64::try_from(magnitude).ok().map(|m| -m)
-        }
-    } else {
-        i64::try_from(magnitude).ok()
-    }
-}
-
-/// Go's `strconv.ParseUint(s, 0, 64)` (no sign allowed).
-fn go_parse_uint(s: &str) -> Option<u64> {
-    if s.starts_with(['+', '-']) {
-        return None;
-    }
-    go_parse_magnitude(s)
 }
 
 /// go-yaml v2's `isBase60Float`: `^[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?$`.
