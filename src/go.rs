@@ -1,9 +1,12 @@
 //! Go compatibility: how Go's `strconv` and `time` parse and format the integers,
-//! durations and times that Stages and command lines hold, so kstage reads them as KWOK
-//! does (`strconv.ParseInt(s, 0, 64)`, `time.ParseDuration`, `time.Duration.String`,
-//! RFC 3339 with an optional fraction).
+//! floats, strings, durations and times that Stages, templates, YAML and command lines
+//! hold, so kstage reads and writes them as KWOK does (`strconv.ParseInt(s, 0, 64)`,
+//! `strconv.FormatFloat`, `strconv.Quote`, `time.ParseDuration`, `time.Duration.String`,
+//! RFC 3339 with an optional fraction). One implementation each.
 
-use chrono::{DateTime, NaiveDate, TimeDelta, Utc};
+use std::fmt::Write as _;
+
+use chrono::{DateTime, Datelike, NaiveDate, TimeDelta, Timelike, Utc};
 
 /// Go's `strconv.ParseInt(s, 0, 64)`: optional sign, then `0x`/`0o`/`0b`/`0` prefixes select
 /// the base, `_` may separate digits; `None` on syntax or range errors.
@@ -279,6 +282,154 @@ pub fn parse_go_time(s: &str) -> Option<DateTime<Utc>> {
     Some(local.and_utc() - TimeDelta::seconds(offset_seconds))
 }
 
+/// A Go `strconv.FormatFloat` verb.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FloatVerb {
+    /// `'g'`: `%e` for exponents below -4 or from 6 up, `%f` otherwise.
+    G,
+    /// `'e'`: `d.ddde±dd`.
+    E,
+    /// `'f'`: no exponent.
+    F,
+}
+
+/// Go's `strconv.FormatFloat(f, verb, -1, 64)` (or `32` when `single`): the shortest
+/// digits that read back to `f`. Non-finite values use go-yaml's `.inf`/`-.inf`/`.nan`.
+pub fn go_format_float(f: f64, verb: FloatVerb, single: bool) -> String {
+    if f.is_nan() {
+        return ".nan".to_owned();
+    }
+    if f.is_infinite() {
+        return if f > 0.0 { ".inf" } else { "-.inf" }.to_owned();
+    }
+    // Rust's `{:e}` prints the shortest round-trip digits, as Go's shortest formatting does.
+    #[allow(clippy::cast_possible_truncation)]
+    let sci = if single {
+        format!("{:e}", f as f32)
+    } else {
+        format!("{f:e}")
+    };
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((sci.as_str(), "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
+    let mut out = String::new();
+    if mantissa.starts_with('-') {
+        out.push('-');
+    }
+    let exponent_form = match verb {
+        FloatVerb::E => true,
+        FloatVerb::F => false,
+        FloatVerb::G => !(-4..6).contains(&exp),
+    };
+    if exponent_form {
+        let (head, tail) = digits.split_at(1.min(digits.len()));
+        out.push_str(head);
+        if !tail.is_empty() {
+            out.push('.');
+            out.push_str(tail);
+        }
+        out.push('e');
+        out.push(if exp < 0 { '-' } else { '+' });
+        let _ = write!(out, "{:02}", exp.unsigned_abs());
+    } else if exp < 0 {
+        out.push_str("0.");
+        for _ in 0..(-exp - 1) {
+            out.push('0');
+        }
+        out.push_str(&digits);
+    } else {
+        let int_len = usize::try_from(exp).unwrap_or(0) + 1;
+        if digits.len() <= int_len {
+            out.push_str(&digits);
+            for _ in digits.len()..int_len {
+                out.push('0');
+            }
+        } else {
+            out.push_str(&digits[..int_len]);
+            out.push('.');
+            out.push_str(&digits[int_len..]);
+        }
+    }
+    out
+}
+
+/// Go's `strconv.Quote`.
+pub fn go_quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\u{7}' => out.push_str("\\a"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{b}' => out.push_str("\\v"),
+            _ if go_is_print(c) => out.push(c),
+            _ if u32::from(c) < 0x80 => {
+                let _ = write!(out, "\\x{:02x}", u32::from(c));
+            }
+            _ if u32::from(c) < 0x10000 => {
+                let _ = write!(out, "\\u{:04x}", u32::from(c));
+            }
+            _ => {
+                let _ = write!(out, "\\U{:08x}", u32::from(c));
+            }
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// An approximation of Go's `strconv.IsPrint` (no Unicode category tables here): the space,
+/// and anything that is not a control, a separator, a format character, a private-use
+/// character or a noncharacter.
+fn go_is_print(c: char) -> bool {
+    if c == ' ' {
+        return true;
+    }
+    let v = u32::from(c);
+    !(c.is_control()
+        || c.is_whitespace()
+        || matches!(v, 0xAD | 0x600..=0x605 | 0x61C | 0x6DD | 0x70F | 0x180E)
+        || matches!(v, 0x200B..=0x200F | 0x202A..=0x202E | 0x2060..=0x206F | 0xFEFF)
+        || matches!(v, 0xFFF9..=0xFFFB | 0xE000..=0xF8FF | 0xF0000..)
+        || (v & 0xFFFE) == 0xFFFE
+        || (0xFDD0..=0xFDEF).contains(&v))
+}
+
+/// `time.Time.Format(time.RFC3339Nano)` of a UTC time: trailing zeros of the fraction are
+/// dropped, and the fraction with them when it is zero.
+pub fn go_rfc3339_nano(t: DateTime<Utc>) -> String {
+    let mut out = String::with_capacity(30);
+    let year = t.year();
+    // chrono's own formatting for the rare cases (years beyond four digits, leap seconds).
+    if (0..=9999).contains(&year) && t.nanosecond() < 1_000_000_000 {
+        let _ = write!(
+            out,
+            "{year:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
+            t.month(),
+            t.day(),
+            t.hour(),
+            t.minute(),
+            t.second()
+        );
+    } else {
+        let _ = write!(out, "{}", t.format("%Y-%m-%dT%H:%M:%S"));
+    }
+    let nanos = t.nanosecond() % 1_000_000_000;
+    if nanos != 0 {
+        let frac = format!("{nanos:09}");
+        out.push('.');
+        out.push_str(frac.trim_end_matches('0'));
+    }
+    out.push('Z');
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -399,5 +550,38 @@ mod tests {
         ] {
             assert_eq!(parse_go_time(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn go_float_formats() {
+        for (f, g) in [
+            (1e6, "1e+06"),
+            (123456.0, "123456"),
+            (1.5, "1.5"),
+            (0.0001, "0.0001"),
+            (0.00001, "1e-05"),
+            (-1.25e-10, "-1.25e-10"),
+            (1e100, "1e+100"),
+        ] {
+            assert_eq!(go_format_float(f, FloatVerb::G, false), g, "{f}");
+        }
+        assert_eq!(
+            go_format_float(1e20, FloatVerb::F, false),
+            "100000000000000000000"
+        );
+        assert_eq!(go_format_float(0.1, FloatVerb::G, true), "0.1");
+        assert_eq!(go_format_float(f64::NAN, FloatVerb::G, false), ".nan");
+    }
+
+    #[test]
+    fn go_quote_escapes() {
+        assert_eq!(go_quote("node"), r#""node""#);
+        assert_eq!(go_quote(""), r#""""#);
+        assert_eq!(go_quote("a\"b\\c"), r#""a\"b\\c""#);
+        assert_eq!(go_quote("\n\t\u{7}\u{1}\u{7f}"), r#""\n\t\a\x01\x7f""#);
+        assert_eq!(
+            go_quote("é日本\u{200b}\u{10ffff}"),
+            "\"é日本\\u200b\\U0010ffff\""
+        );
     }
 }

@@ -40,8 +40,6 @@ use std::fmt::Write as _;
 use serde_json::Value;
 use serde_saphyr::granit_parser::ScanError;
 
-pub(crate) use scalar::{FloatVerb, go_format_float};
-
 /// A YAML document that could not be parsed or converted to JSON.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{}", self.describe())]

@@ -13,8 +13,8 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
-use super::value::{go_quote, go_rfc3339_nano};
 use crate::clock::Clock;
+use crate::go::{go_quote, go_rfc3339_nano};
 pub use crate::ipam::CidrError;
 use crate::ipam::{Ipam, PodId};
 

@@ -12,7 +12,8 @@ use std::sync::Arc;
 use gotmpl::{FuncMap, TemplateError as GoError, Value, ValueFunc};
 
 use super::env::{PodIpRequest, TemplateEnv};
-use super::value::{from_json, go_json, go_quote, go_sprint_float, to_json};
+use super::value::{from_json, go_json, go_sprint_float, to_json};
+use crate::go::go_quote;
 
 /// A function that reads the env, after its arity was checked.
 type EnvFn = fn(&dyn TemplateEnv, &[Value]) -> Result<Value, GoError>;

@@ -9,11 +9,10 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use chrono::{DateTime, Datelike, Timelike, Utc};
 use gotmpl::Value;
 
 use super::reach::Reach;
-use crate::yaml::{FloatVerb, go_format_float};
+use crate::go::{FloatVerb, go_format_float};
 
 /// A JSON value as template data. Maps keep sorted keys, like Go's map iteration in
 /// templates.
@@ -194,88 +193,12 @@ fn write_go_json_escaped(s: &str, out: &mut String) {
     }
 }
 
-/// Go's `strconv.Quote`.
-pub(crate) fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{b}' => out.push_str("\\v"),
-            _ if go_is_print(c) => out.push(c),
-            _ if u32::from(c) < 0x80 => {
-                let _ = write!(out, "\\x{:02x}", u32::from(c));
-            }
-            _ if u32::from(c) < 0x10000 => {
-                let _ = write!(out, "\\u{:04x}", u32::from(c));
-            }
-            _ => {
-                let _ = write!(out, "\\U{:08x}", u32::from(c));
-            }
-        }
-    }
-    out.push('"');
-    out
-}
-
-/// An approximation of Go's `strconv.IsPrint` (no Unicode category tables here): the space,
-/// and anything that is not a control, a separator, a format character, a private-use
-/// character or a noncharacter.
-fn go_is_print(c: char) -> bool {
-    if c == ' ' {
-        return true;
-    }
-    let v = u32::from(c);
-    !(c.is_control()
-        || c.is_whitespace()
-        || matches!(v, 0xAD | 0x600..=0x605 | 0x61C | 0x6DD | 0x70F | 0x180E)
-        || matches!(v, 0x200B..=0x200F | 0x202A..=0x202E | 0x2060..=0x206F | 0xFEFF)
-        || matches!(v, 0xFFF9..=0xFFFB | 0xE000..=0xF8FF | 0xF0000..)
-        || (v & 0xFFFE) == 0xFFFE
-        || (0xFDD0..=0xFDEF).contains(&v))
-}
-
-/// `time.Time.Format(time.RFC3339Nano)` of a UTC time: trailing zeros of the fraction are
-/// dropped, and the fraction with them when it is zero.
-pub(crate) fn go_rfc3339_nano(t: DateTime<Utc>) -> String {
-    let mut out = String::with_capacity(30);
-    let year = t.year();
-    // chrono's own formatting for the rare cases (years beyond four digits, leap seconds).
-    if (0..=9999).contains(&year) && t.nanosecond() < 1_000_000_000 {
-        let _ = write!(
-            out,
-            "{year:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
-            t.month(),
-            t.day(),
-            t.hour(),
-            t.minute(),
-            t.second()
-        );
-    } else {
-        let _ = write!(out, "{}", t.format("%Y-%m-%dT%H:%M:%S"));
-    }
-    let nanos = t.nanosecond() % 1_000_000_000;
-    if nanos != 0 {
-        let frac = format!("{nanos:09}");
-        out.push('.');
-        out.push_str(frac.trim_end_matches('0'));
-    }
-    out.push('Z');
-    out
-}
-
 #[cfg(test)]
 mod tests {
-    use chrono::TimeZone;
+    use chrono::{DateTime, TimeZone, Utc};
 
     use super::*;
+    use crate::go::go_rfc3339_nano;
 
     fn json(v: serde_json::Value) -> String {
         go_json(&from_json(&v)).expect("marshalable")
@@ -318,18 +241,6 @@ mod tests {
         }
         assert!(go_json(&Value::Float(f64::NAN)).is_err());
         assert!(go_json(&Value::Function(Arc::new(|_| Ok(Value::Nil)))).is_err());
-    }
-
-    #[test]
-    fn go_quote_escapes() {
-        assert_eq!(go_quote("node"), r#""node""#);
-        assert_eq!(go_quote(""), r#""""#);
-        assert_eq!(go_quote("a\"b\\c"), r#""a\"b\\c""#);
-        assert_eq!(go_quote("\n\t\u{7}\u{1}\u{7f}"), r#""\n\t\a\x01\x7f""#);
-        assert_eq!(
-            go_quote("é日本\u{200b}\u{10ffff}"),
-            "\"é日本\\u200b\\U0010ffff\""
-        );
     }
 
     proptest::proptest! {

@@ -5,7 +5,8 @@ use std::fmt::Write as _;
 
 use serde_json::{Map, Number, Value};
 
-use super::scalar::{FloatVerb, Scalar, go_format_float, is_base60_float, resolve_plain};
+use super::scalar::{Scalar, is_base60_float, resolve_plain};
+use crate::go::{FloatVerb, go_format_float};
 
 /// See [`super::to_string`].
 pub(super) fn to_string(value: &Value) -> String {

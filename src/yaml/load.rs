@@ -7,7 +7,8 @@ use serde_json::{Map, Number, Value};
 use serde_saphyr::granit_parser::{Event, Parser, ScalarStyle, Tag};
 
 use super::YamlError;
-use super::scalar::{FloatVerb, Scalar, go_format_float, resolve_plain};
+use super::scalar::{Scalar, resolve_plain};
+use crate::go::{FloatVerb, go_format_float};
 
 const CORE_TAG_PREFIX: &str = "tag:yaml.org,2002:";
 
