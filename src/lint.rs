@@ -14,6 +14,7 @@ use std::path::PathBuf;
 
 use jaq_core::load::lex::StrPart;
 use jaq_core::load::parse::Term;
+use serde::Deserialize as _;
 use serde_json::{Value, json};
 
 use crate::action::{self, Action, Typing};
@@ -37,14 +38,15 @@ pub struct Linted {
 
 /// Load the Stages of `paths` and lint those that compile.
 pub fn lint_files(paths: &[PathBuf], renderer: &Renderer) -> Result<Linted, ReadError> {
-    let loaded = crate::stage::load::load(paths, renderer)?;
+    let documents = crate::stage::load::read_documents(paths)?;
+    let loaded = crate::stage::load::load_documents(&documents, renderer);
     let mut warnings = Vec::new();
-    for (origin, doc) in crate::stage::load::read_documents(paths)? {
+    for (origin, doc) in &documents {
         let Ok(doc) = doc else { continue };
-        let Some(stage) = loaded.stages.iter().find(|s| s.origin == origin) else {
+        let Some(stage) = loaded.stages.iter().find(|s| s.origin == *origin) else {
             continue;
         };
-        let Ok(wire) = serde_json::from_value::<v1alpha1::Stage>(doc) else {
+        let Ok(wire) = v1alpha1::Stage::deserialize(doc) else {
             continue;
         };
         warnings.extend(

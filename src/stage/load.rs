@@ -169,21 +169,26 @@ pub fn read_documents(paths: &[PathBuf]) -> Result<Vec<Document>, ReadError> {
 
 /// Load and compile the Stages in `paths`.
 pub fn load(paths: &[PathBuf], renderer: &Renderer) -> Result<Loaded, ReadError> {
+    Ok(load_documents(&read_documents(paths)?, renderer))
+}
+
+/// [`load`] over documents already read (for a caller that also reads them itself).
+pub fn load_documents(documents: &[Document], renderer: &Renderer) -> Loaded {
     let mut loaded = Loaded::default();
-    for (origin, doc) in read_documents(paths)? {
+    for (origin, doc) in documents {
         match doc {
             Ok(doc) => {
-                let result = load_document(&doc, origin.clone(), renderer);
-                loaded.add(origin, result);
+                let result = load_document(doc, origin.clone(), renderer);
+                loaded.add(origin.clone(), result);
             }
             Err(error) => loaded.problems.push(Problem {
-                origin,
+                origin: origin.clone(),
                 stage: None,
-                error,
+                error: error.clone(),
             }),
         }
     }
-    Ok(loaded)
+    loaded
 }
 
 /// Compile one document; `Ok(None)` when it is not a Stage.
