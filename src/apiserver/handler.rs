@@ -843,7 +843,7 @@ fn patch(
         _ => return reply::error(400, "a merge patch must be a JSON object", None),
     }
     match state.patch(&key, patch_type, subresource, data) {
-        Ok(o) => reply::json(StatusCode::OK, &o),
+        Ok(saved) => reply::json_bytes(StatusCode::OK, saved.json()),
         Err(e) => reply::api_error(resource, name, &e),
     }
 }

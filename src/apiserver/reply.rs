@@ -18,8 +18,8 @@ use crate::cluster::{ApiError, status_reason};
 pub type Body = BoxBody<Bytes, Infallible>;
 
 /// A response with a JSON body.
-pub fn json_bytes(status: StatusCode, body: Vec<u8>) -> Response<Body> {
-    let mut response = Response::new(Full::new(Bytes::from(body)).boxed());
+pub fn json_bytes(status: StatusCode, body: impl Into<Bytes>) -> Response<Body> {
+    let mut response = Response::new(Full::new(body.into()).boxed());
     *response.status_mut() = status;
     response.headers_mut().insert(
         header::CONTENT_TYPE,

@@ -43,6 +43,26 @@ impl EventType {
     }
 }
 
+/// An object as a write left it, with the watch record of the change (none when nothing
+/// changed), whose JSON the answer to the write shares: the object is serialised once for
+/// the writer and every watcher.
+#[derive(Debug)]
+pub struct Saved {
+    /// The object after the write.
+    pub object: Arc<Value>,
+    record: Option<Arc<Record>>,
+}
+
+impl Saved {
+    /// The object as JSON.
+    pub fn json(&self) -> bytes::Bytes {
+        match &self.record {
+            Some(record) => record.object_json().clone(),
+            None => bytes::Bytes::from(serde_json::to_vec(&*self.object).unwrap_or_default()),
+        }
+    }
+}
+
 /// One change, as watchers see it.
 #[derive(Debug)]
 pub struct Record {
@@ -99,11 +119,12 @@ impl Channel {
         }
     }
 
-    fn push(&self, record: Record) {
+    fn push(&self, record: Record) -> Arc<Record> {
         let rv = record.rv;
+        let record = Arc::new(record);
         {
             let mut h = lock(&self.history);
-            h.events.push_back(Arc::new(record));
+            h.events.push_back(record.clone());
             while h.events.len() > self.limit {
                 if let Some(old) = h.events.pop_front() {
                     h.compacted = old.rv;
@@ -111,6 +132,7 @@ impl Channel {
             }
         }
         self.latest.send_replace(rv);
+        record
     }
 
     /// Every event after resourceVersion `after`, or [`Expired`] when some were dropped.
@@ -242,14 +264,14 @@ impl State {
         event: EventType,
         object: Arc<Value>,
         prev: Option<Arc<Value>>,
-    ) {
+    ) -> Arc<Record> {
         self.channel(&key.api_version, &key.kind).push(Record {
             rv: store.resource_version(),
             event,
             object,
             prev,
             json: std::sync::OnceLock::new(),
-        });
+        })
     }
 
     /// Record the outcome of a write and return the object as the client sees it.
@@ -260,20 +282,27 @@ impl State {
         prev: Option<Arc<Value>>,
         written: Written,
     ) -> Arc<Value> {
-        match written {
+        self.saved(store, key, prev, written).object
+    }
+
+    /// [`State::written`], keeping the watch record (with the JSON it shares).
+    fn saved(
+        &self,
+        store: &MemoryStore,
+        key: &ObjectKey,
+        prev: Option<Arc<Value>>,
+        written: Written,
+    ) -> Saved {
+        let (object, event) = match written {
             Written::Stored {
                 object,
                 changed: true,
-            } => {
-                self.record(store, key, EventType::Modified, object.clone(), prev);
-                object
-            }
-            Written::Stored { object, .. } => object,
-            Written::Removed(object) => {
-                self.record(store, key, EventType::Deleted, object.clone(), prev);
-                object
-            }
-        }
+            } => (object, Some(EventType::Modified)),
+            Written::Stored { object, .. } => (object, None),
+            Written::Removed(object) => (object, Some(EventType::Deleted)),
+        };
+        let record = event.map(|event| self.record(store, key, event, object.clone(), prev));
+        Saved { object, record }
     }
 
     /// One object.
@@ -437,7 +466,7 @@ impl State {
         patch_type: PatchType,
         subresource: Option<&str>,
         data: Value,
-    ) -> Result<Arc<Value>, ApiError> {
+    ) -> Result<Saved, ApiError> {
         let mut store = self.store();
         let prev = store
             .get(key)
@@ -447,9 +476,9 @@ impl State {
             check_resource_version(&prev, &data, key)?;
         }
         let written = store.patch(key, patch_type, subresource, data)?;
-        let object = self.written(&store, key, Some(prev), written);
-        self.after_crd_write(&mut store, key, &object, None);
-        Ok(object)
+        let saved = self.saved(&store, key, Some(prev), written);
+        self.after_crd_write(&mut store, key, &saved.object, None);
+        Ok(saved)
     }
 
     /// Server-side apply (last applier wins): create, or merge onto the stored object.

@@ -81,27 +81,32 @@ impl<C: Cluster> Engine<C> {
     /// objects of that resource when it lists none at all.
     pub fn observe_from(&self, resource: Option<&ResourceRef>, event: WatchEvent) {
         let _counted = Counted(&self.observed);
-        let mut keys = lock(&self.keys);
         match event {
-            WatchEvent::Applied(object) => self.applied(&mut keys, object),
+            WatchEvent::Applied(object) => {
+                // Packed before the lock is taken: the workers wait for it.
+                let held = self.hold(&object);
+                self.applied(&mut lock(&self.keys), object, held);
+            }
             WatchEvent::Deleted(object) => {
                 if let Some(key) = ObjectKey::of(&object) {
-                    self.deleted(&mut keys, &key);
+                    self.deleted(&mut lock(&self.keys), &key);
                 }
                 self.gone(&object);
             }
             WatchEvent::Restarted(objects) => {
+                let held: Vec<Held> = objects.iter().map(|o| self.hold(o)).collect();
+                let mut keys = lock(&self.keys);
                 let mut seen = HashSet::new();
                 let mut resources = HashSet::new();
                 if let Some(r) = resource {
                     resources.insert((r.api_group.clone(), r.kind.clone()));
                 }
-                for object in objects {
+                for (object, held) in objects.into_iter().zip(held) {
                     if let Some(key) = ObjectKey::of(&object) {
                         resources.insert((key.api_version.clone(), key.kind.clone()));
                         seen.insert(key);
                     }
-                    self.applied(&mut keys, object);
+                    self.applied(&mut keys, object, held);
                 }
                 let gone: Vec<ObjectKey> = keys
                     .latest
@@ -130,7 +135,18 @@ impl<C: Cluster> Engine<C> {
         }
     }
 
-    fn applied(&self, keys: &mut Keys, object: Arc<Value>) {
+    /// How the cache holds `object` (see [`Held`]).
+    fn hold(&self, object: &Arc<Value>) -> Held {
+        if self.cluster.keeps_objects() {
+            Held::Weak(Arc::downgrade(object))
+        } else {
+            Held::Packed(pack(object))
+        }
+    }
+
+    /// `object` arrived (`held` as the cache keeps it): the newest version of its key,
+    /// matched unless it is busy or a version already seen.
+    fn applied(&self, keys: &mut Keys, object: Arc<Value>, held: Held) {
         let Some(key) = ObjectKey::of(&object) else {
             return;
         };
@@ -151,11 +167,7 @@ impl<C: Cluster> Engine<C> {
                 .map(|old| old.reentry)
                 .unwrap_or_default(),
             resource_version: resource_version(&object).map(str::to_owned),
-            object: if self.cluster.keeps_objects() {
-                Held::Weak(Arc::downgrade(&object))
-            } else {
-                Held::Packed(pack(&object))
-            },
+            object: held,
         };
         keys.latest.insert(key.clone(), seen);
         if keys.busy.arrived(&key) {
