@@ -49,6 +49,9 @@ pub struct RawPatch {
     /// parsing every object whole, and the load generator's): the server then sends a
     /// watch event to each per patch, as it does for each of the engine's writes.
     pub watched: bool,
+    /// The status each patch writes (an object; `None`: `status.message` alone). Every
+    /// patch still sets its own `message`, so each one changes the pod.
+    pub status: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 /// What [`raw_patch`] measured.
@@ -133,13 +136,16 @@ pub async fn raw_patch(
         let pods = pods.clone();
         let sent = sent.clone();
         let errors = errors.clone();
+        let status = spec.status.clone().unwrap_or_default();
         workers.push(tokio::spawn(async move {
             let mut latencies = Vec::new();
             let params = PatchParams::default();
             while Instant::now() < deadline {
                 let n = sent.fetch_add(1, Ordering::Relaxed);
                 let name = pod_name(n as usize % objects);
-                let patch = Patch::Strategic(json!({"status": {"message": format!("patch {n}")}}));
+                let mut status = status.clone();
+                status.insert("message".into(), format!("patch {n}").into());
+                let patch = Patch::Strategic(json!({ "status": status }));
                 let t = Instant::now();
                 match pods.patch_status(&name, &params, &patch).await {
                     Ok(_) => latencies.push(t.elapsed()),

@@ -32,6 +32,11 @@ pub struct BenchArgs {
     /// sent to two watchers, as each of the engine's writes is. Implies --raw-patch.
     #[arg(long)]
     raw_patch_watched: bool,
+    /// Raw PATCH writes this status (a JSON or YAML file: e.g. the status a Stage writes,
+    /// from `kstage stage explain`) instead of one field, to compare the engine with
+    /// writes of its own size. Each patch still sets `status.message`.
+    #[arg(long, value_name = "FILE")]
+    raw_patch_status: Option<PathBuf>,
     /// Stages the engine plays in the lifecycle benchmark (e.g. KWOK's `stage/node/fast`
     /// and `stage/pod/fast`); without them only `--raw-patch` runs.
     #[arg(long = "stages", short = 's', num_args = 1..)]
@@ -152,8 +157,13 @@ pub(super) fn run(mut args: BenchArgs) -> anyhow::Result<ExitCode> {
             (true, false) => &[false],
             (false, false) => &[],
         };
+        let status = match &args.raw_patch_status {
+            Some(path) => Some(read_status(path)?),
+            None => None,
+        };
         for &watched in variants {
             let spec = RawPatch {
+                status: status.clone(),
                 concurrency: args.concurrency,
                 duration: args.duration,
                 objects: args.objects,
@@ -433,4 +443,17 @@ pub(super) fn run(mut args: BenchArgs) -> anyhow::Result<ExitCode> {
         drop(server);
         anyhow::Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
     })
+}
+
+/// The status object of `--raw-patch-status`.
+fn read_status(
+    path: &std::path::Path,
+) -> anyhow::Result<serde_json::Map<String, serde_json::Value>> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+    match crate::yaml::to_json(&text) {
+        Ok(serde_json::Value::Object(map)) => Ok(map),
+        Ok(_) => anyhow::bail!("{}: a status must be an object", path.display()),
+        Err(e) => anyhow::bail!("{}: {e}", path.display()),
+    }
 }

@@ -850,14 +850,22 @@ async fn a_hundred_thousand_pods_are_paged_and_watched() {
 async fn the_raw_patch_benchmark_patches_and_cleans_up() {
     let h = harness(Config::default()).await;
     let mut versions = h.server.server().state.resource_version();
-    // Bare, then with the lifecycle's watches open (it fails unless both list).
-    for watched in [false, true] {
+    // Bare, then with the lifecycle's watches open (it fails unless both list), then
+    // writing a whole status.
+    let status = serde_json::json!({"phase": "Running", "podIP": "10.0.0.9"});
+    for (watched, status) in [
+        (false, None),
+        (true, None),
+        (false, status.as_object().cloned()),
+    ] {
+        let whole = status.is_some();
         let spec = kstage::bench::RawPatch {
             concurrency: 4,
             duration: Duration::from_millis(300),
             objects: 5,
             namespace: "default".into(),
             watched,
+            status,
         };
         let report = kstage::bench::raw_patch(h.client.clone(), &spec, |_, _| {})
             .await
@@ -870,6 +878,25 @@ async fn the_raw_patch_benchmark_patches_and_cleans_up() {
         assert!(
             rv >= versions + report.ok + 10,
             "{rv} vs {versions} + {report:?}"
+        );
+        // The patches wrote the status asked for, and their own message.
+        let written = h
+            .server
+            .server()
+            .state
+            .channel("v1", "Pod")
+            .after(versions)
+            .expect("history");
+        let patched = written
+            .iter()
+            .filter(|r| r.object["status"]["message"].is_string())
+            .collect::<Vec<_>>();
+        assert!(!patched.is_empty());
+        assert!(
+            patched
+                .iter()
+                .all(|r| (r.object["status"]["phase"] == "Running") == whole),
+            "{whole}"
         );
         versions = rv;
         let pods: Api<Pod> = Api::namespaced(h.client.clone(), "default");
