@@ -761,44 +761,7 @@ pub async fn growing_time(count: impl Fn() -> u64, stop: &std::sync::atomic::Ato
     growth
 }
 
-/// Which process [`process_cpu`] and [`peak_rss_bytes`] read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Process {
-    /// This process.
-    Current,
-    /// Another process on this machine (an engine run separately).
-    Pid(u32),
-}
-
-impl Process {
-    fn proc_file(self, name: &str) -> Option<String> {
-        let path = match self {
-            Process::Current => format!("/proc/self/{name}"),
-            Process::Pid(pid) => format!("/proc/{pid}/{name}"),
-        };
-        std::fs::read_to_string(path).ok()
-    }
-}
-
-/// CPU time used by a process (user + system), from `/proc/PID/stat`.
-pub fn process_cpu(process: Process) -> Option<Duration> {
-    let stat = process.proc_file("stat")?;
-    // Fields after the command name (which may hold spaces) start at state (field 3).
-    let rest = stat.rsplit_once(')')?.1;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let utime: u64 = fields.get(11)?.parse().ok()?;
-    let stime: u64 = fields.get(12)?.parse().ok()?;
-    // Linux reports clock ticks of 1/100 s (USER_HZ) to user space.
-    Some(Duration::from_millis((utime + stime) * 10))
-}
-
-/// Peak resident memory of a process, from `/proc/PID/status` (`VmHWM`).
-pub fn peak_rss_bytes(process: Process) -> Option<u64> {
-    let status = process.proc_file("status")?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024)
-}
+pub use crate::proc::{Process, peak_rss_bytes, process_cpu};
 
 #[cfg(test)]
 mod tests {
@@ -842,12 +805,5 @@ mod tests {
             "{before_time:?}"
         );
         assert_eq!(growth.after(pause), (3, active - before_time));
-    }
-
-    #[test]
-    fn this_process_has_cpu_time_and_a_peak() {
-        assert!(peak_rss_bytes(Process::Current).is_some_and(|b| b > 0));
-        assert!(process_cpu(Process::Current).is_some());
-        assert!(peak_rss_bytes(Process::Pid(u32::MAX)).is_none());
     }
 }

@@ -31,10 +31,13 @@
 //!   [`cluster::store`] the in-memory store, [`cluster::memory`] the cluster over it;
 //!   [`apiserver`]: the embedded Kubernetes API server (real HTTP) over that store.
 //! - [`daemon`]: the engine against an API server, Stages from files and live Stage
-//!   resources; [`lease`]: node leases between replicas.
+//!   resources; [`serve`]: its probes and `/metrics`; [`lease`]: node leases between
+//!   replicas.
 //! - [`sim`]: deterministic simulation; [`explain`]: `kstage stage explain`; [`lint`]:
 //!   what `kstage stage lint` warns about; [`bench`](mod@bench): benchmarks against an
 //!   API server.
+//! - [`proc`]: what `/proc` says of a process (CPU, memory, files), for [`serve`] and
+//!   [`bench`](mod@bench).
 //! - [`go`]: Go's parsing and formatting of integers, durations and times;
 //!   [`clock`], [`rng`]: injected time and randomness; [`cli`]: the command line.
 
@@ -54,11 +57,13 @@ pub mod plugin;
 pub mod cluster;
 pub mod apiserver;
 pub mod daemon;
+pub mod serve;
 pub mod lease;
 pub mod sim;
 pub mod explain;
 pub mod lint;
 pub mod bench;
+pub mod proc;
 pub mod go;
 pub mod clock;
 pub mod rng;

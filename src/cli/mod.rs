@@ -251,3 +251,35 @@ fn print_value(value: &serde_json::Value, output: Output) -> anyhow::Result<()> 
         Output::Yaml | Output::Text => print(&crate::yaml::to_string(value)),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::{CommandFactory as _, Parser as _};
+
+    use super::{Args, Command};
+
+    #[test]
+    fn the_command_line_is_consistent_and_its_defaults_parse() {
+        Args::command().debug_assert();
+        // Parsing builds every field: a flag whose type does not match its parser fails
+        // here, not in a user's hands.
+        for argv in [
+            &["kstage", "up"][..],
+            &["kstage", "up", "--serve", "off"],
+            &["kstage", "run", "--stages", "s"],
+            &[
+                "kstage",
+                "run",
+                "--stages",
+                "s",
+                "--serve",
+                "127.0.0.1:9000",
+            ],
+        ] {
+            let args = Args::try_parse_from(argv).expect("parses");
+            assert!(matches!(args.command, Command::Up(_) | Command::Run(_)));
+        }
+        let wrong = Args::try_parse_from(["kstage", "up", "--serve", "8080"]).expect_err("refused");
+        assert!(wrong.to_string().contains("or off"), "{wrong}");
+    }
+}

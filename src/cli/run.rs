@@ -113,6 +113,10 @@ pub struct RunArgs {
     /// name made from the process id).
     #[arg(long)]
     identity: Option<String>,
+    /// Where to serve `/livez`, `/readyz`, `/healthz` and `/metrics` (HOST:PORT), or
+    /// `off`.
+    #[arg(long, default_value = "0.0.0.0:8080", value_parser = crate::serve::parse_serve)]
+    serve: crate::serve::ServeAddr,
 }
 
 impl RunArgs {
@@ -158,6 +162,10 @@ pub struct UpArgs {
     /// Stop after this long (default: run until Ctrl-C).
     #[arg(long = "for", value_parser = super::duration::parse_std_duration)]
     run_for: Option<Duration>,
+    /// Where to serve `/livez`, `/readyz`, `/healthz` and `/metrics` (HOST:PORT; port 0
+    /// picks a free one, printed at start), or `off`.
+    #[arg(long, default_value = "127.0.0.1:0", value_parser = crate::serve::parse_serve)]
+    serve: crate::serve::ServeAddr,
     /// How the engine runs.
     #[command(flatten)]
     engine: EngineArgs,
@@ -383,6 +391,13 @@ pub(super) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             plugins.deciders.clone(),
         );
         let _watcher = plugins.watch(daemon.engine())?;
+        let endpoint = serve(args.serve.0, daemon.engine()).await?;
+        if let Some((_, endpoint)) = &endpoint {
+            eprintln!(
+                "kstage run: serving /livez /readyz /metrics on http://{}",
+                endpoint.addr
+            );
+        }
         eprintln!(
             "kstage run: playing {n} Stage{} from files{} against {server}",
             if n == 1 { "" } else { "s" },
@@ -393,6 +408,9 @@ pub(super) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             }
         );
         tokio::signal::ctrl_c().await?;
+        if let Some((probes, _)) = &endpoint {
+            probes.shutting_down();
+        }
         daemon.shutdown();
         anyhow::Ok(ExitCode::SUCCESS)
     })
@@ -436,6 +454,7 @@ pub(super) fn up(args: UpArgs) -> anyhow::Result<ExitCode> {
             plugins.deciders.clone(),
         );
         let _watcher = plugins.watch(daemon.engine())?;
+        let endpoint = serve(args.serve.0, daemon.engine()).await?;
         for object in objects {
             state.create(object).context("cannot load an object")?;
         }
@@ -444,6 +463,9 @@ pub(super) fn up(args: UpArgs) -> anyhow::Result<ExitCode> {
             "kstage up: API server at {} with kstage's Stages playing\n  kubeconfig: {k}\n  try: kubectl --kubeconfig {k} apply -f examples/objects/\n       kubectl --kubeconfig {k} get nodes,pods -A -w",
             server.url()
         );
+        if let Some((_, endpoint)) = &endpoint {
+            eprintln!("  probes and metrics: http://{}/metrics", endpoint.addr);
+        }
         let stop = async {
             match args.run_for {
                 Some(d) => tokio::time::sleep(d).await,
@@ -468,9 +490,27 @@ pub(super) fn up(args: UpArgs) -> anyhow::Result<ExitCode> {
             }
         }
         eprintln!("  {}", progress(state));
+        if let Some((probes, _)) = &endpoint {
+            probes.shutting_down();
+        }
         daemon.shutdown();
         anyhow::Ok(ExitCode::SUCCESS)
     })
+}
+
+/// Serve the probes and metrics of `engine` on `addr` (nothing when `None`).
+async fn serve(
+    addr: Option<std::net::SocketAddr>,
+    engine: &Arc<crate::engine::Engine<KubeCluster>>,
+) -> anyhow::Result<Option<(Arc<crate::serve::Probes>, crate::serve::Endpoint)>> {
+    let Some(addr) = addr else {
+        return Ok(None);
+    };
+    let probes = Arc::new(crate::serve::Probes::for_engine(engine.clone(), Vec::new()));
+    let endpoint = crate::serve::start(addr, probes.clone())
+        .await
+        .with_context(|| format!("cannot serve on {addr} (--serve)"))?;
+    Ok(Some((probes, endpoint)))
 }
 
 /// `nodes: 2 (2 Ready), pods: 2 (1 Running, 1 Succeeded)`.

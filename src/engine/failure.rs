@@ -104,7 +104,8 @@ impl<C: Cluster> Engine<C> {
         if pending.is_some() {
             Metrics::bump(&self.metrics.stale);
         }
-        self.queue.add(key, job, RETRY_LANE, delay);
+        Metrics::bump(&self.metrics.requeued);
+        self.enqueue(key, job, RETRY_LANE, delay);
     }
 }
 

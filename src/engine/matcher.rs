@@ -37,7 +37,11 @@ impl<C: Cluster> Engine<C> {
                     if engine.queue.is_closed() {
                         break;
                     }
+                    let listed = matches!(event, WatchEvent::Restarted(_));
                     engine.observe_from(Some(&resource), event);
+                    if listed && lock(&engine.synced).insert(resource.clone()) {
+                        engine.synced_news.notify_waiters();
+                    }
                 }
             }));
         }
@@ -169,7 +173,9 @@ impl<C: Cluster> Engine<C> {
             resource_version: resource_version(&object).map(str::to_owned),
             object: held,
         };
-        keys.latest.insert(key.clone(), seen);
+        if keys.latest.insert(key.clone(), seen).is_none() {
+            *keys.held.entry(resource_of(&key)).or_default() += 1;
+        }
         if keys.busy.arrived(&key) {
             return;
         }
@@ -177,7 +183,11 @@ impl<C: Cluster> Engine<C> {
     }
 
     fn deleted(&self, keys: &mut Keys, key: &ObjectKey) {
-        keys.latest.remove(key);
+        if keys.latest.remove(key).is_some()
+            && let Some(n) = keys.held.get_mut(&resource_of(key))
+        {
+            *n = n.saturating_sub(1);
+        }
         keys.busy.forget(key);
         if self.queue.cancel(key).is_some() {
             Metrics::bump(&self.metrics.stale);
@@ -224,7 +234,15 @@ impl<C: Cluster> Engine<C> {
             attempt: 0,
             due: Instant::now() + delay,
         };
-        self.queue.add(key, job, FRESH_LANE, delay);
+        self.enqueue(key, job, FRESH_LANE, delay);
+    }
+}
+
+/// The resource of an object.
+fn resource_of(key: &ObjectKey) -> ResourceRef {
+    ResourceRef {
+        api_group: key.api_version.clone(),
+        kind: key.kind.clone(),
     }
 }
 

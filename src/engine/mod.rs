@@ -101,6 +101,8 @@ struct Keys {
     latest: HashMap<ObjectKey, Seen>,
     /// Objects with a Stage running or a retry waiting.
     busy: Exclusion,
+    /// How many objects of each resource `latest` holds.
+    held: HashMap<ResourceRef, u64>,
 }
 
 /// The identity the loop guard knows a Stage by.
@@ -131,6 +133,14 @@ pub struct Engine<C: Cluster> {
     rng: Mutex<Rng>,
     keys: Mutex<Keys>,
     watched: Mutex<HashSet<ResourceRef>>,
+    /// The watched resources whose initial list has been handled.
+    synced: Mutex<HashSet<ResourceRef>>,
+    /// Told whenever a resource joins `synced`.
+    synced_news: tokio::sync::Notify,
+    /// Told whenever a Stage has been played to its end, while someone waits for it.
+    played_news: tokio::sync::Notify,
+    /// How many wait on `played_news` (it is not told otherwise: it takes a lock).
+    played_waiters: std::sync::atomic::AtomicUsize,
     metrics: Metrics,
     journal: Option<Arc<Journal>>,
     observer: Option<Arc<dyn Observer>>,
@@ -175,7 +185,11 @@ impl<C: Cluster> Engine<C> {
             rng: Mutex::new(Rng::seeded(config.seed)),
             keys: Mutex::new(Keys::default()),
             watched: Mutex::new(HashSet::new()),
-            metrics: Metrics::default(),
+            synced: Mutex::new(HashSet::new()),
+            synced_news: tokio::sync::Notify::new(),
+            played_news: tokio::sync::Notify::new(),
+            played_waiters: std::sync::atomic::AtomicUsize::new(0),
+            metrics: Metrics::with_workers(config.workers.max(1)),
             journal: config.journal,
             observer: config.observer,
             loop_guard: config.loop_guard,
@@ -206,11 +220,17 @@ impl<C: Cluster> Engine<C> {
     /// [`Engine::shutdown`].
     pub fn start(self: &Arc<Self>) -> Vec<JoinHandle<()>> {
         let mut tasks = self.watch_new_resources();
-        for _ in 0..self.workers {
+        for worker in 0..self.workers {
             let engine = self.clone();
-            tasks.push(tokio::spawn(async move { engine.work().await }));
+            tasks.push(tokio::spawn(async move { engine.work(worker).await }));
         }
         tasks
+    }
+
+    /// Queue `job` in `lane` after `delay` (replacing the object's queued job), counted.
+    fn enqueue(&self, key: ObjectKey, job: Job, lane: u32, delay: std::time::Duration) {
+        self.metrics.added(lane);
+        self.queue.add(key, job, lane, delay);
     }
 
     /// Stop the workers: no job starts after this; a Stage being played finishes its
@@ -222,6 +242,63 @@ impl<C: Cluster> Engine<C> {
     /// How many watch events were handled.
     pub fn observed(&self) -> u64 {
         self.observed.load(Ordering::Acquire)
+    }
+
+    /// The resources of the Stages whose initial list has not been handled yet (sorted):
+    /// until it is, the objects that exist are not all known (all of them before
+    /// [`Engine::start`]).
+    pub fn unsynced(&self) -> Vec<ResourceRef> {
+        let stages = self.stages();
+        let synced = lock(&self.synced);
+        let mut left: Vec<ResourceRef> = stages
+            .resources()
+            .filter(|r| !synced.contains(*r))
+            .cloned()
+            .collect();
+        left.sort();
+        left.dedup();
+        left
+    }
+
+    /// Wait until at least `n` Stages have been played to their end.
+    pub async fn wait_transitions(&self, n: u64) {
+        struct Waiting<'a>(&'a std::sync::atomic::AtomicUsize);
+        impl Drop for Waiting<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+        self.played_waiters.fetch_add(1, Ordering::SeqCst);
+        let _waiting = Waiting(&self.played_waiters);
+        loop {
+            let news = self.played_news.notified();
+            if self.metrics.transitions_total() >= n {
+                return;
+            }
+            news.await;
+        }
+    }
+
+    /// Wait until [`Engine::unsynced`] is empty.
+    pub async fn wait_synced(&self) {
+        loop {
+            let news = self.synced_news.notified();
+            if self.unsynced().is_empty() {
+                return;
+            }
+            news.await;
+        }
+    }
+
+    /// How many objects of each resource the engine holds (sorted).
+    pub fn held(&self) -> Vec<(ResourceRef, u64)> {
+        let mut held: Vec<(ResourceRef, u64)> = lock(&self.keys)
+            .held
+            .iter()
+            .map(|(r, n)| (r.clone(), *n))
+            .collect();
+        held.sort();
+        held
     }
 
     /// Whether nothing is queued, running or waiting to retry.

@@ -20,11 +20,13 @@ use crate::retry::FailureKind;
 use crate::stage::{Stage, Step};
 
 impl<C: Cluster> Engine<C> {
-    /// One worker: play jobs until the queue closes.
-    pub(super) async fn work(self: Arc<Self>) {
+    /// Worker number `worker`: play jobs until the queue closes.
+    pub(super) async fn work(self: Arc<Self>, worker: usize) {
         while let Some((_, job)) = self.queue.pop().await {
             let popped = lock(&self.keys).busy.popped(job);
             if let Popped::Run(job) = popped {
+                let waited = Instant::now().saturating_duration_since(job.due);
+                self.metrics.started(worker, job.lane(), waited);
                 // Every line the job logs carries its Stage, object and attempt (and,
                 // from its step's span, the step), whichever thread polls it. The spans
                 // are at info level: off under the default filter (warn), where they cost
@@ -38,14 +40,13 @@ impl<C: Cluster> Engine<C> {
                     attempt = job.attempt,
                 );
                 self.play(job).instrument(span).await;
+                self.metrics.finished(worker);
             }
         }
     }
 
     async fn play(&self, mut job: Job) {
         let key = job.key.clone();
-        self.metrics
-            .lag(Instant::now().saturating_duration_since(job.due));
         if job.step == 0 && job.attempt == 0 {
             // A fresh job renders the newest version; it is stale if that no longer
             // matches its Stage (a newer job replaces it, or none is due).
@@ -74,10 +75,14 @@ impl<C: Cluster> Engine<C> {
                 continue;
             }
             let span = tracing::info_span!("step", step = index);
+            let started = std::time::Instant::now();
             let played = self
                 .step(&key, &mut job, &stage, index, &mut deleted, &mut done)
                 .instrument(span.clone())
                 .await;
+            self.metrics
+                .step_duration
+                .observe(started.elapsed().as_secs_f64());
             match played {
                 Ok(()) => {}
                 Err(Stop::Failed(error)) => {
@@ -94,7 +99,14 @@ impl<C: Cluster> Engine<C> {
                 }
             }
         }
-        self.metrics.transition(&stage.name);
+        self.metrics.transition(&stage.resource, &stage.name);
+        if self
+            .played_waiters
+            .load(std::sync::atomic::Ordering::SeqCst)
+            > 0
+        {
+            self.played_news.notify_waiters();
+        }
         if let Some(journal) = &self.journal {
             let what = What::Stage {
                 name: stage.name.clone(),
@@ -255,7 +267,7 @@ impl<C: Cluster> Engine<C> {
             (Some(object), _) => self.schedule(&mut keys, key.clone(), &object),
             (None, Some(pending)) => {
                 let lane = pending.lane();
-                self.queue.add(key.clone(), pending, lane, Duration::ZERO);
+                self.enqueue(key.clone(), pending, lane, Duration::ZERO);
             }
             (None, None) => {}
         }

@@ -26,7 +26,7 @@ pub async fn kube_config(server: &ApiServer) -> kube::Config {
         .expect("client config")
 }
 
-fn stage_set(clock: Arc<dyn Clock>, sets: &[&str]) -> StageSet {
+pub(crate) fn stage_set(clock: Arc<dyn Clock>, sets: &[&str]) -> StageSet {
     let renderer = Renderer::new(Arc::new(StageEnv::new(clock, Utc::now(), "e2e")));
     let paths: Vec<_> = sets.iter().map(|s| crate::kwok_dir().join(s)).collect();
     let loaded = kstage::stage::load::load(&paths, &renderer).expect("corpus");
@@ -57,7 +57,7 @@ async fn start_engine(
 }
 
 /// Wait, on every change of a kind, until `done` holds for its objects.
-async fn wait_for(
+pub(crate) async fn wait_for(
     state: &State,
     api_version: &str,
     kind: &str,

@@ -16,6 +16,7 @@ mod plugin;
 mod plugin_sim;
 mod process;
 mod remote;
+mod serve;
 mod sim;
 
 use std::path::PathBuf;
