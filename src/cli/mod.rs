@@ -27,6 +27,12 @@ pub struct Args {
     /// Log filter (e.g. `info`, `kstage=debug`); also read from `KSTAGE_LOG`.
     #[arg(long, global = true, env = "KSTAGE_LOG", default_value = "warn")]
     pub log: String,
+    /// Log lines as text or as one JSON object each (timestamp, level, message, fields,
+    /// and the fields of the job and step a line belongs to); also read from
+    /// `KSTAGE_LOG_FORMAT`. Default: json for `run` and `up` when stdout is not a terminal
+    /// (in a cluster), else text.
+    #[arg(long, global = true, env = "KSTAGE_LOG_FORMAT", value_enum)]
+    pub log_format: Option<LogFormat>,
     /// Wall time one evaluation of a jq program that does not run natively, or of a CEL
     /// program with comprehensions, may take (it runs in a child process, killed when it
     /// overruns); also read from `KSTAGE_EXPR_TIMEOUT`.
@@ -96,10 +102,33 @@ pub struct StagePaths {
     pub stages: Vec<PathBuf>,
 }
 
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+impl Args {
+    /// The log format: the one asked for, else JSON for a daemon whose stdout is not a
+    /// terminal (as KWOK decides), else text.
+    fn log_format(&self, stdout_is_terminal: bool) -> LogFormat {
+        let daemon = matches!(self.command, Command::Run(_) | Command::Up(_));
+        match self.log_format {
+            Some(format) => format,
+            None if daemon && !stdout_is_terminal => LogFormat::Json,
+            None => LogFormat::Text,
+        }
+    }
+}
+
 /// Run the command line; returns the process exit code.
 pub fn main() -> ExitCode {
     let args = Args::parse();
-    init_tracing(&args.log);
+    use std::io::IsTerminal as _;
+    init_tracing(&args.log, args.log_format(std::io::stdout().is_terminal()));
     // Expressions that can run without bound are evaluated in child processes of this
     // binary, within these limits (see `stage::sandbox`).
     match std::env::current_exe() {
@@ -157,13 +186,23 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
     })
 }
 
-fn init_tracing(filter: &str) {
+fn init_tracing(filter: &str, format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_new(filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        // The event's fields at the top level beside `timestamp`, `level` and `message`;
+        // the job's and step's (Stage, object, attempt, step) under `span` and `spans`.
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(true)
+            .with_span_list(true)
+            .try_init(),
+    };
 }
 
 /// Write to stdout, turning a closed pipe into an error the caller treats as success.
@@ -281,5 +320,42 @@ mod tests {
         }
         let wrong = Args::try_parse_from(["kstage", "up", "--serve", "8080"]).expect_err("refused");
         assert!(wrong.to_string().contains("or off"), "{wrong}");
+    }
+
+    #[test]
+    fn daemons_log_json_off_a_terminal_unless_told() {
+        use super::LogFormat::{Json, Text};
+        let format = |argv: &[&str], terminal: bool| {
+            Args::try_parse_from(argv)
+                .expect("parses")
+                .log_format(terminal)
+        };
+        assert_eq!(format(&["kstage", "up"], false), Json);
+        assert_eq!(format(&["kstage", "up"], true), Text);
+        assert_eq!(format(&["kstage", "run", "-s", "s"], false), Json);
+        assert_eq!(
+            format(&["kstage", "up", "--log-format", "text"], false),
+            Text
+        );
+        assert_eq!(
+            format(&["kstage", "sim", "-s", "s", "-f", "o"], false),
+            Text
+        );
+        assert_eq!(
+            format(
+                &[
+                    "kstage",
+                    "--log-format",
+                    "json",
+                    "sim",
+                    "-s",
+                    "s",
+                    "-f",
+                    "o"
+                ],
+                true
+            ),
+            Json
+        );
     }
 }

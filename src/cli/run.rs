@@ -369,7 +369,8 @@ pub(super) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             let (nodes_tx, nodes_rx) = tokio::sync::watch::channel(Default::default());
             cluster.track_managed_nodes(nodes_tx);
             let leases = crate::lease::Leases::new(
-                kube::Client::try_from(config)?,
+                // The engine's client: the Leases' requests count in its metrics too.
+                cluster.client().clone(),
                 crate::lease::LeaseConfig {
                     identity: identity.clone(),
                     duration: args.lease_duration,
@@ -506,7 +507,12 @@ async fn serve(
     let Some(addr) = addr else {
         return Ok(None);
     };
-    let probes = Arc::new(crate::serve::Probes::for_engine(engine.clone(), Vec::new()));
+    let rest = engine.cluster().rest_metrics();
+    let probes = Arc::new(crate::serve::Probes::for_engine(
+        engine.clone(),
+        Vec::new(),
+        Some(rest),
+    ));
     let endpoint = crate::serve::start(addr, probes.clone())
         .await
         .with_context(|| format!("cannot serve on {addr} (--serve)"))?;

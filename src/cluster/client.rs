@@ -25,6 +25,7 @@ use tokio::sync::mpsc;
 use super::ResourceRef;
 use super::managed::{ManagedNodes, ObjectSelectors, PodGate};
 use super::raw::RawObject;
+use super::rest_metrics::RestMetrics;
 use super::throttle::Throttle;
 use super::{Cluster, ClusterError, EventRequest, ObjectKey, PatchRequest, WatchEvent};
 use crate::patch::PatchType;
@@ -47,6 +48,7 @@ pub struct KubeCluster {
     objects: Arc<ObjectSelectors>,
     throttle: Option<Arc<Throttle>>,
     held: Option<super::managed::HeldNodes>,
+    rest: RestMetrics,
 }
 
 impl std::fmt::Debug for KubeCluster {
@@ -57,14 +59,33 @@ impl std::fmt::Debug for KubeCluster {
     }
 }
 
+/// A kube-rs client for `config` whose requests are counted in `rest`.
+///
+/// # Errors
+/// When the configuration does not make a client (its TLS or auth settings).
+pub fn instrumented_client(
+    config: kube::Config,
+    rest: &RestMetrics,
+) -> Result<kube::Client, ClusterError> {
+    let builder = kube::client::ClientBuilder::try_from(config).map_err(|e| from_kube(&e))?;
+    Ok(builder.with_layer(&rest.layer()).build())
+}
+
 impl KubeCluster {
+    /// The counts and latencies of this cluster's requests (every client it made).
+    pub fn rest_metrics(&self) -> &RestMetrics {
+        &self.rest
+    }
+
     /// A cluster for a kube-rs client configuration (its own retries are turned off).
     pub fn new(mut config: kube::Config) -> Result<Self, ClusterError> {
         config.default_retry = false;
-        let client = kube::Client::try_from(config.clone()).map_err(|e| from_kube(&e))?;
+        let rest = RestMetrics::default();
+        let client = instrumented_client(config.clone(), &rest)?;
         Ok(Self {
             client,
             config,
+            rest,
             resources: Arc::default(),
             impersonated: Arc::default(),
             managed: ManagedNodes::All,
@@ -134,7 +155,7 @@ impl KubeCluster {
         }
         let mut config = self.config.clone();
         config.auth_info.impersonate = Some(user.to_owned());
-        let client = kube::Client::try_from(config).map_err(|e| from_kube(&e))?;
+        let client = instrumented_client(config, &self.rest)?;
         cache.insert(user.to_owned(), client.clone());
         Ok(client)
     }

@@ -17,6 +17,7 @@ pub mod throttle;
 pub mod memory;
 pub mod store;
 pub mod raw;
+pub mod rest_metrics;
 
 use std::fmt;
 use std::future::Future;

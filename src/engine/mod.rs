@@ -198,6 +198,11 @@ impl<C: Cluster> Engine<C> {
         })
     }
 
+    /// The cluster it plays against.
+    pub fn cluster(&self) -> &Arc<C> {
+        &self.cluster
+    }
+
     /// The counters.
     pub fn metrics(&self) -> &Metrics {
         &self.metrics

@@ -10,6 +10,8 @@
 //! - `kstage_*`: transitions by resource and Stage, step duration, retries by decision,
 //!   dropped jobs by cause, skipped no-op patches, writes, events, stale jobs, slowed
 //!   objects, objects held by resource, Stages compiled;
+//! - client-go's `rest_client_requests_total` and `rest_client_request_duration_seconds`
+//!   (see [`crate::cluster::rest_metrics`]);
 //! - `process_*`: CPU seconds, resident memory, open file descriptors (from `/proc`).
 
 use std::sync::Arc;
@@ -281,9 +283,16 @@ impl Collector for ProcessCollector {
     }
 }
 
-/// A registry with `engine`'s and the process's collectors.
-pub fn registry<C: Cluster + 'static>(engine: Arc<Engine<C>>) -> Registry {
+/// A registry with `engine`'s and the process's collectors, and the REST client's
+/// figures when there are some.
+pub fn registry<C: Cluster + 'static>(
+    engine: Arc<Engine<C>>,
+    rest: Option<&crate::cluster::rest_metrics::RestMetrics>,
+) -> Registry {
     let mut registry = Registry::default();
+    if let Some(rest) = rest {
+        rest.register(&mut registry);
+    }
     registry.register_collector(Box::new(EngineCollector::new(engine)));
     registry.register_collector(Box::new(ProcessCollector));
     registry

@@ -48,7 +48,11 @@ impl Probes {
     /// task this starts) and the workers taking due jobs; readiness from the initial
     /// lists and `ready` (plugins loaded, anything else the caller knows of); metrics
     /// from the engine and the process.
-    pub fn for_engine<C: Cluster + 'static>(engine: Arc<Engine<C>>, ready: Vec<Check>) -> Self {
+    pub fn for_engine<C: Cluster + 'static>(
+        engine: Arc<Engine<C>>,
+        ready: Vec<Check>,
+        rest: Option<&crate::cluster::rest_metrics::RestMetrics>,
+    ) -> Self {
         let shutting_down = Arc::new(AtomicBool::new(false));
         let beat = Arc::new(AtomicU64::new(0));
         let base = std::time::Instant::now();
@@ -127,7 +131,7 @@ impl Probes {
         Self {
             live: vec![ping, heartbeat, workers],
             ready: all_ready,
-            registry: metrics::registry(engine),
+            registry: metrics::registry(engine, rest),
             shutting_down,
         }
     }

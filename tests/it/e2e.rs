@@ -387,10 +387,11 @@ fn up_until(tag: &str, args: &[&str], done: impl Fn(&str) -> bool) -> Vec<String
     let mut up = Up::start(tag, args);
     let reached = up.wait_for(done);
     assert!(reached, "kstage up said:\n{}", up.said());
+    // Its first line of its own (log lines may come before it).
+    let first = up.seen.iter().find(|l| !l.starts_with('{'));
     assert!(
-        up.seen[0].starts_with("kstage up: API server at http://127.0.0.1:"),
-        "{}",
-        up.seen[0]
+        first.is_some_and(|l| l.starts_with("kstage up: API server at http://127.0.0.1:")),
+        "{first:?}"
     );
     assert!(up.dir.join("kubeconfig").exists());
     std::mem::take(&mut up.seen)
@@ -402,6 +403,76 @@ fn kstage_up_plays_the_examples() {
     up_until("up", &["--load", "examples/objects"], |line| {
         line.contains("nodes: 2 (2 Ready)") && line.contains("Running")
     });
+}
+
+/// `kstage up` logging JSON: every log line is one JSON object with a timestamp, a level
+/// and a message, and what a job logs carries its Stage, object, attempt and step.
+#[test]
+fn kstage_up_logs_json_lines_with_the_job_fields() {
+    let lines = up_until(
+        "up-json",
+        &[
+            "--load",
+            "examples/objects",
+            "--log",
+            "kstage=debug,kube_client=debug",
+            "--log-format",
+            "json",
+        ],
+        |line| line.contains("nodes: 2 (2 Ready)") && line.contains("Running"),
+    );
+    let logged: Vec<Value> = lines
+        .iter()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert!(!logged.is_empty(), "{lines:?}");
+    for line in &logged {
+        assert!(line["timestamp"].is_string(), "{line}");
+        assert!(line["level"].is_string(), "{line}");
+        assert!(line["message"].is_string(), "{line}");
+    }
+    // Text lines are kstage up's own progress, never a log line.
+    assert!(
+        lines
+            .iter()
+            .filter(|l| !l.starts_with('{'))
+            .all(|l| l.starts_with("kstage up:") || l.starts_with("  ")),
+        "{lines:?}"
+    );
+    let in_span = |name: &str| {
+        logged
+            .iter()
+            .filter(|l| {
+                l["spans"]
+                    .as_array()
+                    .is_some_and(|s| s.iter().any(|s| s["name"] == name))
+            })
+            .collect::<Vec<_>>()
+    };
+    let jobs = in_span("job");
+    assert!(!jobs.is_empty(), "no line from a job");
+    for line in &jobs {
+        let job = line["spans"]
+            .as_array()
+            .and_then(|s| s.iter().find(|s| s["name"] == "job"))
+            .expect("the job span");
+        assert!(job["stage"].is_string(), "{line}");
+        assert!(job["object"].is_string(), "{line}");
+        assert!(job["attempt"].is_number(), "{line}");
+    }
+    let steps = in_span("step");
+    assert!(!steps.is_empty(), "no line from a step");
+    for line in &steps {
+        let spans = line["spans"].as_array().expect("spans");
+        let step = spans
+            .iter()
+            .find(|s| s["name"] == "step")
+            .expect("step span");
+        assert!(step["step"].is_number(), "{line}");
+        // A step is inside its job.
+        assert!(spans.iter().any(|s| s["name"] == "job"), "{line}");
+    }
 }
 
 /// Hostile Stages under `kstage up` (a stack overflow, an endless loop and a memory hog
@@ -434,6 +505,8 @@ fn kstage_up_serves_on_beside_hostile_stages() {
             "200ms",
             "--expr-memory",
             "64",
+            "--log-format",
+            "text",
         ],
     );
     let played =

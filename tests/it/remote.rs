@@ -158,6 +158,8 @@ async fn kstage_run_plays_objects_that_existed_before_it_started() {
     let [node_stages, pod_stages] = stages();
     let mut run = Spawned::start(&[
         "run",
+        "--serve",
+        "127.0.0.1:0",
         "--kubeconfig",
         &path,
         "--cidr",
@@ -228,6 +230,8 @@ async fn kstage_run_plays_objects_that_existed_before_it_started() {
     // --external: the engine is a `kstage run` process of its own.
     let mut engine = Spawned::start(&[
         "run",
+        "--serve",
+        "127.0.0.1:0",
         "--kubeconfig",
         &path,
         "--cidr",

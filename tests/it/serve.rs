@@ -57,6 +57,8 @@ const FAMILIES: &[&str] = &[
     "process_cpu_seconds",
     "process_resident_memory_bytes",
     "process_open_fds",
+    "rest_client_requests",
+    "rest_client_request_duration_seconds",
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -67,6 +69,7 @@ async fn probes_and_metrics_of_a_running_engine() {
         .create(json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n0"}}))
         .expect("node");
     let cluster = KubeCluster::new(kube_config(&server).await).expect("cluster");
+    let rest = cluster.rest_metrics().clone();
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let stages = stage_set(clock.clone(), &["stage/node/fast", "stage/pod/fast"]);
     let config = EngineConfig {
@@ -76,7 +79,7 @@ async fn probes_and_metrics_of_a_running_engine() {
     };
     let engine = Engine::new(Arc::new(cluster), stages, config);
     let extra = Check::new("extra", || Err("told to fail".into()));
-    let probes = Arc::new(Probes::for_engine(engine.clone(), vec![extra]));
+    let probes = Arc::new(Probes::for_engine(engine.clone(), vec![extra], Some(&rest)));
     let endpoint = kstage::serve::start("127.0.0.1:0".parse().expect("addr"), probes.clone())
         .await
         .expect("serve");
