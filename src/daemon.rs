@@ -80,6 +80,19 @@ impl Daemon {
         &self.engine
     }
 
+    /// Stop gracefully within `grace`: no new Stage starts, those being played are
+    /// played to their end (see [`Engine::drain`]), then the tasks end. Whether every
+    /// Stage ended in time.
+    pub async fn stop(self, grace: std::time::Duration) -> bool {
+        let drained = tokio::time::timeout(grace, self.engine.drain())
+            .await
+            .is_ok();
+        for t in self.tasks {
+            t.abort();
+        }
+        drained
+    }
+
     /// Stop: no new Stage starts; the tasks end.
     pub fn shutdown(self) {
         self.engine.shutdown();

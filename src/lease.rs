@@ -14,6 +14,7 @@
 //! gone, so their queued work is cancelled).
 
 use std::collections::BTreeSet;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -72,7 +73,18 @@ impl Leases {
     }
 
     /// Hold the leases of `nodes` (the managed nodes, as they change) until dropped.
-    pub async fn run(self, mut nodes: watch::Receiver<BTreeSet<String>>) {
+    pub async fn run(self, nodes: watch::Receiver<BTreeSet<String>>) {
+        self.run_until(nodes, std::future::pending()).await;
+    }
+
+    /// [`Leases::run`] until `stop` completes, then release every Lease held (see
+    /// [`Leases::release`]).
+    pub async fn run_until(
+        self,
+        mut nodes: watch::Receiver<BTreeSet<String>>,
+        stop: impl Future<Output = ()>,
+    ) {
+        tokio::pin!(stop);
         let every = self.config.duration / 4;
         let presence = format!("{REPLICA_PREFIX}{}", self.config.identity);
         loop {
@@ -106,8 +118,57 @@ impl Leases {
             tokio::select! {
                 () = tokio::time::sleep(every) => {}
                 changed = nodes.changed() => if changed.is_err() { return },
+                () = &mut stop => {
+                    self.release().await;
+                    return;
+                }
             }
         }
+    }
+
+    /// Let go of every Lease this replica holds, so the others take its nodes at their
+    /// next round instead of after a lease duration: a node's Lease is left without a
+    /// holder (as client-go's leader election releases), the replica's own Lease is
+    /// deleted (it no longer counts among the live replicas). Each write carries the
+    /// resourceVersion read, so a Lease another replica took meanwhile is left alone.
+    pub async fn release(&self) {
+        let held = self.held.borrow().clone();
+        for node in &held {
+            let Ok(Some(lease)) = self.api.get_opt(node).await else {
+                continue;
+            };
+            let mut spec = lease.spec.clone().unwrap_or_default();
+            if spec.holder_identity.as_deref() != Some(&self.config.identity) {
+                continue;
+            }
+            spec.holder_identity = None;
+            let released = Lease {
+                metadata: lease.metadata.clone(),
+                spec: Some(spec),
+            };
+            if let Err(e) = self
+                .api
+                .replace(node, &PostParams::default(), &released)
+                .await
+            {
+                tracing::warn!(node, "cannot release the node's Lease: {e}");
+            }
+        }
+        self.held.send_replace(BTreeSet::new());
+        let presence = format!("{REPLICA_PREFIX}{}", self.config.identity);
+        if let Ok(Some(lease)) = self.api.get_opt(&presence).await {
+            let params = kube::api::DeleteParams {
+                preconditions: Some(kube::api::Preconditions {
+                    resource_version: lease.metadata.resource_version.clone(),
+                    uid: lease.metadata.uid.clone(),
+                }),
+                ..Default::default()
+            };
+            if let Err(e) = self.api.delete(&presence, &params).await {
+                tracing::warn!(lease = presence, "cannot delete this replica's Lease: {e}");
+            }
+        }
+        tracing::info!(nodes = held.len(), "node Leases released");
     }
 
     /// How many replicas announce themselves with a Lease that has not expired.

@@ -25,6 +25,11 @@ pub struct EngineArgs {
     /// Workers playing Stages concurrently.
     #[arg(long, default_value_t = 16)]
     workers: usize,
+    /// On SIGTERM or SIGINT, how long the Stages being played may take to finish before
+    /// the process exits anyway (keep it below the Pod's terminationGracePeriodSeconds).
+    /// A second signal exits at once.
+    #[arg(long, default_value = "20s", value_parser = super::duration::parse_std_duration)]
+    shutdown_grace: Duration,
     /// Pod IP range(s): `V4` or `V4,V6` (dual-stack); default 10.244.0.0/16. Addresses are
     /// released when their pod goes away.
     #[arg(long)]
@@ -364,6 +369,7 @@ pub(super) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             .with_managed_nodes(managed)
             .with_object_selectors(objects)
             .with_rate_limit(args.qps, args.burst);
+        let mut lease_loop = None;
         if args.node_leases {
             let identity = args.identity.clone().unwrap_or_else(default_identity);
             let (nodes_tx, nodes_rx) = tokio::sync::watch::channel(Default::default());
@@ -378,7 +384,11 @@ pub(super) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                 clock.clone(),
             );
             cluster = cluster.with_held_nodes(leases.held());
-            tokio::spawn(leases.run(nodes_rx));
+            let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+            let stop = async move {
+                let _ = stop_rx.await;
+            };
+            lease_loop = Some((stop_tx, tokio::spawn(leases.run_until(nodes_rx, stop))));
             eprintln!("kstage run: node leases as {identity}");
         }
         let cluster = Arc::new(cluster);
@@ -408,12 +418,23 @@ pub(super) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                 ""
             }
         );
-        tokio::signal::ctrl_c().await?;
+        let mut signals = Signals::new()?;
+        signals.next().await;
         if let Some((probes, _)) = &endpoint {
             probes.shutting_down();
         }
-        daemon.shutdown();
-        anyhow::Ok(ExitCode::SUCCESS)
+        let grace = args.engine.shutdown_grace;
+        let stopping = async {
+            let deadline = tokio::time::Instant::now() + grace;
+            let drained = daemon.stop(grace).await;
+            if let Some((stop, task)) = lease_loop {
+                let _ = stop.send(());
+                let _ = tokio::time::timeout_at(deadline, task).await;
+            }
+            drained
+        };
+        eprintln!("kstage run: stopping: finishing the Stages being played (a second signal exits at once)");
+        stop_or_quit(stopping, &mut signals, grace, "kstage run").await
     })
 }
 
@@ -467,20 +488,20 @@ pub(super) fn up(args: UpArgs) -> anyhow::Result<ExitCode> {
         if let Some((_, endpoint)) = &endpoint {
             eprintln!("  probes and metrics: http://{}/metrics", endpoint.addr);
         }
-        let stop = async {
-            match args.run_for {
-                Some(d) => tokio::time::sleep(d).await,
-                None => {
-                    let _ = tokio::signal::ctrl_c().await;
-                }
-            }
-        };
-        tokio::pin!(stop);
+        let mut signals = Signals::new()?;
+        let until = args.run_for.map(|d| tokio::time::Instant::now() + d);
         let mut tick = tokio::time::interval(Duration::from_secs(2));
         let mut last = String::new();
         loop {
+            let run_out = async {
+                match until {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
-                () = &mut stop => break,
+                () = run_out => break,
+                () = signals.next() => break,
                 _ = tick.tick() => {
                     let line = progress(state);
                     if line != last {
@@ -494,9 +515,55 @@ pub(super) fn up(args: UpArgs) -> anyhow::Result<ExitCode> {
         if let Some((probes, _)) = &endpoint {
             probes.shutting_down();
         }
-        daemon.shutdown();
-        anyhow::Ok(ExitCode::SUCCESS)
+        let grace = args.engine.shutdown_grace;
+        stop_or_quit(daemon.stop(grace), &mut signals, grace, "kstage up").await
     })
+}
+
+/// SIGTERM and SIGINT, as one stream.
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn new() -> anyhow::Result<Self> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Self {
+            term: signal(SignalKind::terminate()).context("cannot handle SIGTERM")?,
+            int: signal(SignalKind::interrupt()).context("cannot handle SIGINT")?,
+        })
+    }
+
+    /// The next SIGTERM or SIGINT.
+    async fn next(&mut self) {
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.int.recv() => {}
+        }
+    }
+}
+
+/// Wait for `stopping` (a graceful stop: whether it ended in time) unless a second
+/// signal comes first: exit 0 once stopped, 1 on that signal.
+async fn stop_or_quit(
+    stopping: impl std::future::Future<Output = bool>,
+    signals: &mut Signals,
+    grace: Duration,
+    who: &str,
+) -> anyhow::Result<ExitCode> {
+    tokio::select! {
+        in_time = stopping => {
+            if !in_time {
+                eprintln!("{who}: some Stages were still playing after {grace:?} (--shutdown-grace): stopped them");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        () = signals.next() => {
+            eprintln!("{who}: second signal: exiting at once");
+            Ok(ExitCode::from(1))
+        }
+    }
 }
 
 /// Serve the probes and metrics of `engine` on `addr` (nothing when `None`).

@@ -141,6 +141,9 @@ pub struct Engine<C: Cluster> {
     played_news: tokio::sync::Notify,
     /// How many wait on `played_news` (it is not told otherwise: it takes a lock).
     played_waiters: std::sync::atomic::AtomicUsize,
+    /// Worker tasks still in their loop, and news of one leaving it.
+    live_workers: std::sync::atomic::AtomicUsize,
+    worker_left: tokio::sync::Notify,
     metrics: Metrics,
     journal: Option<Arc<Journal>>,
     observer: Option<Arc<dyn Observer>>,
@@ -149,6 +152,16 @@ pub struct Engine<C: Cluster> {
     vacant: Arc<Value>,
     /// Watch events handled, so a driver can tell when the engine has caught up.
     observed: AtomicU64,
+}
+
+/// Counts a worker task out when dropped.
+struct WorkerLeaving<C: Cluster>(Arc<Engine<C>>);
+
+impl<C: Cluster> Drop for WorkerLeaving<C> {
+    fn drop(&mut self) {
+        self.0.live_workers.fetch_sub(1, Ordering::SeqCst);
+        self.0.worker_left.notify_waiters();
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -189,6 +202,8 @@ impl<C: Cluster> Engine<C> {
             synced_news: tokio::sync::Notify::new(),
             played_news: tokio::sync::Notify::new(),
             played_waiters: std::sync::atomic::AtomicUsize::new(0),
+            live_workers: std::sync::atomic::AtomicUsize::new(0),
+            worker_left: tokio::sync::Notify::new(),
             metrics: Metrics::with_workers(config.workers.max(1)),
             journal: config.journal,
             observer: config.observer,
@@ -227,9 +242,28 @@ impl<C: Cluster> Engine<C> {
         let mut tasks = self.watch_new_resources();
         for worker in 0..self.workers {
             let engine = self.clone();
-            tasks.push(tokio::spawn(async move { engine.work(worker).await }));
+            self.live_workers.fetch_add(1, Ordering::SeqCst);
+            tasks.push(tokio::spawn(async move {
+                // Counted out however the task ends (returned, or aborted).
+                let _leaving = WorkerLeaving(engine.clone());
+                engine.work(worker).await;
+            }));
         }
         tasks
+    }
+
+    /// Stop gracefully: no job starts after this, and every Stage being played is played
+    /// to its end (so no successor replays its events); returns once every worker has
+    /// left. Bound it with a timeout: a step may wait long on a slow server.
+    pub async fn drain(&self) {
+        self.queue.close();
+        loop {
+            let left = self.worker_left.notified();
+            if self.live_workers.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            left.await;
+        }
     }
 
     /// Queue `job` in `lane` after `delay` (replacing the object's queued job), counted.

@@ -729,6 +729,10 @@ async fn replica(
     Arc<Engine<KubeCluster>>,
     Vec<tokio::task::JoinHandle<()>>,
     kstage::lease::HeldNodes,
+    (
+        tokio::sync::oneshot::Sender<()>,
+        tokio::task::JoinHandle<()>,
+    ),
 ) {
     let config = kube_config(server).await;
     let base = KubeCluster::new(config.clone()).expect("cluster");
@@ -744,7 +748,10 @@ async fn replica(
         clock.clone(),
     );
     let held = leases.held();
-    let lease_loop = tokio::spawn(leases.run(nodes_rx));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let lease_loop = tokio::spawn(leases.run_until(nodes_rx, async move {
+        let _ = stopped.await;
+    }));
     let cluster = Arc::new(base.with_held_nodes(held.clone()));
     let stages = stage_set(clock.clone(), &["stage/node/fast", "stage/pod/fast"]);
     let engine = Engine::new(
@@ -758,8 +765,7 @@ async fn replica(
     );
     let mut tasks = engine.start();
     tasks.push(tracker);
-    tasks.push(lease_loop);
-    (engine, tasks, held)
+    (engine, tasks, held, (stop, lease_loop))
 }
 
 /// Two replicas share the nodes through Leases: a node is held by one of them at a time,
@@ -769,8 +775,14 @@ async fn replica(
 async fn two_replicas_share_nodes_through_leases() {
     let server = ApiServer::start(Config::default()).await.expect("server");
     let duration = Duration::from_secs(2);
-    let (engine_a, tasks_a, held_a) = replica(&server, "replica-a", duration).await;
-    let (engine_b, tasks_b, held_b) = replica(&server, "replica-b", duration).await;
+    // (The stop senders are kept: dropping one stops its lease loop.)
+    let (engine_a, mut tasks_a, held_a, (_stop_a, loop_a)) =
+        replica(&server, "replica-a", duration).await;
+    let (engine_b, mut tasks_b, held_b, (_stop_b, loop_b)) =
+        replica(&server, "replica-b", duration).await;
+    // Stopped here without releasing their Leases (as a crash).
+    tasks_a.push(loop_a);
+    tasks_b.push(loop_b);
     let state = &server.server().state;
     let nodes = 10;
     create_nodes_and_pods(state, nodes, 40, &json!({}));
@@ -850,6 +862,109 @@ async fn two_replicas_share_nodes_through_leases() {
     let took = stopped_at.elapsed();
     assert!(took <= duration + duration / 2, "took over in {took:?}");
     survivor.shutdown();
+}
+
+/// A replica that stops gracefully drains its engine and releases its node Leases: the
+/// other holds every node at its next round, well before the Leases would expire.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_stopping_gracefully_hands_its_nodes_over_at_once() {
+    let server = ApiServer::start(Config::default()).await.expect("server");
+    // Rounds every 2 s; a Lease expires after 8 s.
+    let duration = Duration::from_secs(8);
+    let (engine_a, tasks_a, held_a, (stop_a, loop_a)) =
+        replica(&server, "replica-a", duration).await;
+    let (engine_b, tasks_b, held_b, (_stop_b, loop_b)) =
+        replica(&server, "replica-b", duration).await;
+    let state = &server.server().state;
+    let nodes = 6;
+    create_nodes_and_pods(state, nodes, 12, &json!({}));
+    ready_and_running(state, nodes, 12).await;
+    // Wait until replica-a holds some nodes.
+    let mut watch_a = held_a.clone();
+    tokio::time::timeout(duration * 3, async {
+        while watch_a.borrow_and_update().is_empty() {
+            if watch_a.changed().await.is_err() {
+                return;
+            }
+        }
+    })
+    .await
+    .expect("replica-a holds nodes");
+    assert!(!held_a.borrow().is_empty());
+    // Stop replica-a as `kstage run` does on SIGTERM: drain, then release.
+    tokio::time::timeout(Duration::from_secs(20), engine_a.drain())
+        .await
+        .expect("drained");
+    stop_a.send(()).expect("the lease loop runs");
+    loop_a.await.expect("the lease loop ends");
+    for t in tasks_a {
+        t.abort();
+    }
+    assert!(
+        held_a.borrow().is_empty(),
+        "released: {:?}",
+        held_a.borrow()
+    );
+    let released_at = std::time::Instant::now();
+    let mut held = held_b.clone();
+    tokio::time::timeout(duration, async {
+        while held.borrow_and_update().len() < nodes {
+            if held.changed().await.is_err() {
+                return;
+            }
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("replica-b holds {:?}", held_b.borrow()));
+    let took = released_at.elapsed();
+    // At its next round (every duration / 4), not after an expiry (duration).
+    assert!(took < duration / 2, "took over in {took:?}");
+    // replica-a's own Lease is gone: it no longer counts as a live replica.
+    let leases = state
+        .resource_of("coordination.k8s.io/v1", "Lease")
+        .expect("leases");
+    let names: Vec<String> = state
+        .list(&leases, Some("kube-node-lease"), None, 0, None, |_| true)
+        .expect("list")
+        .items
+        .iter()
+        .filter_map(|l| {
+            l.pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        })
+        .collect();
+    assert!(
+        !names.contains(&"kstage-replica-replica-a".to_owned()),
+        "{names:?}"
+    );
+    assert!(
+        names.contains(&"kstage-replica-replica-b".to_owned()),
+        "{names:?}"
+    );
+    engine_b.shutdown();
+    loop_b.abort();
+    for t in tasks_b {
+        t.abort();
+    }
+}
+
+/// `kstage up` stops on SIGTERM: it finishes what it plays and exits 0.
+#[test]
+fn kstage_up_stops_gracefully_on_sigterm() {
+    let mut up = Up::start(
+        "up-sigterm",
+        &["--load", "examples/objects", "--log-format", "text"],
+    );
+    assert!(
+        up.wait_for(|l| l.contains("nodes: 2 (2 Ready)") && l.contains("Running")),
+        "{}",
+        up.said()
+    );
+    let pid = rustix::process::Pid::from_raw(up.child.id() as i32).expect("pid");
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("SIGTERM");
+    let status = up.child.wait().expect("exits");
+    assert_eq!(status.code(), Some(0), "{}", up.said());
 }
 
 /// `--object-selector`: only the ConfigMaps with the label are played (the server filters
