@@ -370,6 +370,7 @@ pub(super) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             .with_object_selectors(objects)
             .with_rate_limit(args.qps, args.burst);
         let mut lease_loop = None;
+        let mut held_leases = None;
         if args.node_leases {
             let identity = args.identity.clone().unwrap_or_else(default_identity);
             let (nodes_tx, nodes_rx) = tokio::sync::watch::channel(Default::default());
@@ -384,6 +385,7 @@ pub(super) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                 clock.clone(),
             );
             cluster = cluster.with_held_nodes(leases.held());
+            held_leases = Some(leases.held());
             let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
             let stop = async move {
                 let _ = stop_rx.await;
@@ -402,7 +404,7 @@ pub(super) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             plugins.deciders.clone(),
         );
         let _watcher = plugins.watch(daemon.engine())?;
-        let endpoint = serve(args.serve.0, daemon.engine()).await?;
+        let endpoint = serve(args.serve.0, daemon.engine(), &plugins, held_leases).await?;
         if let Some((_, endpoint)) = &endpoint {
             eprintln!(
                 "kstage run: serving /livez /readyz /metrics on http://{}",
@@ -476,7 +478,7 @@ pub(super) fn up(args: UpArgs) -> anyhow::Result<ExitCode> {
             plugins.deciders.clone(),
         );
         let _watcher = plugins.watch(daemon.engine())?;
-        let endpoint = serve(args.serve.0, daemon.engine()).await?;
+        let endpoint = serve(args.serve.0, daemon.engine(), &plugins, None).await?;
         for object in objects {
             state.create(object).context("cannot load an object")?;
         }
@@ -570,16 +572,22 @@ async fn stop_or_quit(
 async fn serve(
     addr: Option<std::net::SocketAddr>,
     engine: &Arc<crate::engine::Engine<KubeCluster>>,
+    plugins: &Plugins,
+    leases: Option<crate::lease::HeldNodes>,
 ) -> anyhow::Result<Option<(Arc<crate::serve::Probes>, crate::serve::Endpoint)>> {
+    use crate::serve::metrics::{LeaseCollector, PluginCollector};
     let Some(addr) = addr else {
         return Ok(None);
     };
     let rest = engine.cluster().rest_metrics();
-    let probes = Arc::new(crate::serve::Probes::for_engine(
-        engine.clone(),
-        Vec::new(),
-        Some(rest),
-    ));
+    let mut probes = crate::serve::Probes::for_engine(engine.clone(), Vec::new(), Some(rest));
+    if let Some((set, _)) = &plugins.loaded {
+        probes = probes.with_collector(Box::new(PluginCollector(set.clone())));
+    }
+    if let Some(held) = leases {
+        probes = probes.with_collector(Box::new(LeaseCollector(held)));
+    }
+    let probes = Arc::new(probes);
     let endpoint = crate::serve::start(addr, probes.clone())
         .await
         .with_context(|| format!("cannot serve on {addr} (--serve)"))?;

@@ -63,7 +63,7 @@ pub struct Info {
 }
 
 /// Calls served per capability, and their total time.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct CallStats {
     /// Calls made.
     pub calls: AtomicU64,
@@ -71,6 +71,24 @@ pub struct CallStats {
     pub failures: AtomicU64,
     /// Total microseconds spent in calls.
     pub micros: AtomicU64,
+    /// Seconds per call, in buckets from 1 µs to 100 ms (three a decade).
+    pub latency: prometheus_client::metrics::histogram::Histogram,
+}
+
+impl Default for CallStats {
+    fn default() -> Self {
+        let buckets = prometheus_client::metrics::histogram::exponential_buckets(
+            1e-6,
+            10f64.powf(1.0 / 3.0),
+            16,
+        );
+        Self {
+            calls: AtomicU64::new(0),
+            failures: AtomicU64::new(0),
+            micros: AtomicU64::new(0),
+            latency: prometheus_client::metrics::histogram::Histogram::new(buckets),
+        }
+    }
 }
 
 struct Indices {
@@ -431,10 +449,12 @@ impl Plugin {
             run()
         };
         let stats = self.stats(capability);
+        let took = start.elapsed();
         stats.calls.fetch_add(1, Ordering::Relaxed);
         stats
             .micros
-            .fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
+            .fetch_add(took.as_micros() as u64, Ordering::Relaxed);
+        stats.latency.observe(took.as_secs_f64());
         if result.is_err() {
             stats.failures.fetch_add(1, Ordering::Relaxed);
         }

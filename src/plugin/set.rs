@@ -123,6 +123,15 @@ impl PluginSet {
         Ok(Arc::new(set))
     }
 
+    /// The plugins serving now, by name.
+    pub fn plugins(&self) -> Vec<Arc<Plugin>> {
+        let snapshot = self.snapshot();
+        let mut plugins: Vec<Arc<Plugin>> =
+            snapshot.slots.values().map(|s| s.plugin.clone()).collect();
+        plugins.sort_by(|a, b| a.name().cmp(b.name()));
+        plugins
+    }
+
     fn snapshot(&self) -> Arc<Snapshot> {
         self.current
             .read()

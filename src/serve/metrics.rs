@@ -12,6 +12,9 @@
 //!   objects, objects held by resource, Stages compiled;
 //! - client-go's `rest_client_requests_total` and `rest_client_request_duration_seconds`
 //!   (see [`crate::cluster::rest_metrics`]);
+//! - plugins ([`PluginCollector`]): `kstage_plugin_calls_total{plugin,capability,version,
+//!   outcome}`, `kstage_plugin_call_duration_seconds`, swaps accepted and rejected,
+//!   fallbacks, failed decisions; node Leases held ([`LeaseCollector`]);
 //! - `process_*`: CPU seconds, resident memory, open file descriptors (from `/proc`).
 
 use std::sync::Arc;
@@ -314,6 +317,105 @@ pub fn encode(registry: &Registry, openmetrics: bool) -> (String, &'static str) 
         (
             body,
             prometheus_client::encoding::prometheus_text::CONTENT_TYPE,
+        )
+    }
+}
+
+/// The plugins' figures: calls by plugin, capability, version and outcome, their latency,
+/// and the set's swaps, rejections, fallbacks and failed decisions.
+#[derive(Debug)]
+pub struct PluginCollector(pub Arc<crate::plugin::PluginSet>);
+
+impl Collector for PluginCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        use crate::plugin::Capability;
+        use std::sync::atomic::Ordering::Relaxed;
+        let e = &mut encoder;
+        let plugins = self.0.plugins();
+        let served: Vec<(&crate::plugin::Plugin, Capability)> = plugins
+            .iter()
+            .flat_map(|p| {
+                Capability::DECISIONS
+                    .into_iter()
+                    .filter(|c| p.has(*c))
+                    .map(move |c| (&**p, c))
+            })
+            .collect();
+        let labels = |p: &crate::plugin::Plugin, c: Capability| -> Labels {
+            vec![
+                ("plugin", p.name().to_owned()),
+                ("capability", c.as_str().to_owned()),
+                ("version", p.info().version.clone()),
+            ]
+        };
+        counters(
+            e,
+            "kstage_plugin_calls",
+            "Plugin calls by plugin, capability, version and outcome.",
+            served.iter().flat_map(|(p, c)| {
+                let stats = p.stats(*c);
+                let failed = stats.failures.load(Relaxed);
+                let ok = stats.calls.load(Relaxed).saturating_sub(failed);
+                let with = |outcome: &str| {
+                    let mut l = labels(p, *c);
+                    l.push(("outcome", outcome.to_owned()));
+                    l
+                };
+                [(with("ok"), ok), (with("error"), failed)]
+            }),
+        )?;
+        histograms(
+            e,
+            "kstage_plugin_call_duration_seconds",
+            "Seconds per plugin call (buckets from 1 µs to 100 ms).",
+            served
+                .iter()
+                .map(|(p, c)| (labels(p, *c), &p.stats(*c).latency)),
+        )?;
+        let m = self.0.metrics();
+        counters(
+            e,
+            "kstage_plugin_swaps",
+            "New plugin versions, by result: accepted (now serving) or rejected (the old one kept).",
+            [
+                (
+                    vec![("result", "accepted".to_owned())],
+                    m.swaps.load(Relaxed),
+                ),
+                (
+                    vec![("result", "rejected".to_owned())],
+                    m.rejections.load(Relaxed),
+                ),
+            ],
+        )?;
+        counters(
+            e,
+            "kstage_plugin_fallbacks",
+            "Failed plugin calls answered by the built-in behaviour (failurePolicy fallback).",
+            [(Labels::new(), m.fallbacks.load(Relaxed))],
+        )?;
+        counters(
+            e,
+            "kstage_plugin_failures",
+            "Failed plugin calls that failed their decision (failurePolicy fail).",
+            [(Labels::new(), m.failures.load(Relaxed))],
+        )?;
+        Ok(())
+    }
+}
+
+/// The node Leases this replica holds (`--node-leases`).
+#[derive(Debug)]
+pub struct LeaseCollector(pub crate::lease::HeldNodes);
+
+impl Collector for LeaseCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let held = self.0.borrow().len();
+        gauges(
+            &mut encoder,
+            "kstage_node_leases_held",
+            "Node Leases this replica holds.",
+            [(Labels::new(), held as i64)],
         )
     }
 }

@@ -136,6 +136,16 @@ impl Probes {
         }
     }
 
+    /// Add `collector`'s figures to `/metrics`.
+    #[must_use]
+    pub fn with_collector(
+        mut self,
+        collector: Box<dyn prometheus_client::collector::Collector>,
+    ) -> Self {
+        self.registry.register_collector(collector);
+        self
+    }
+
     /// From now on `/readyz` fails (the process is shutting down).
     pub fn shutting_down(&self) {
         self.shutting_down.store(true, Ordering::Release);

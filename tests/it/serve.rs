@@ -185,3 +185,68 @@ async fn probes_and_metrics_of_a_running_engine() {
         t.abort();
     }
 }
+
+/// The plugin figures on `/metrics`: calls by outcome with the plugin's version, their
+/// latency, and the validation's own calls counted as they happen.
+#[test]
+fn plugin_calls_are_counted_by_plugin_capability_version_and_outcome() {
+    use crate::fixtures::{Fixture, Render};
+    use kstage::plugin::config::{PluginConfig, PluginSpec, Policies};
+    use kstage::plugin::{PluginSet, Runtime, Settings};
+    use kstage::serve::metrics::PluginCollector;
+    use prometheus_client::registry::Registry;
+
+    let dir = crate::scratch("serve-plugin");
+    let path = dir.join("flaky.wasm");
+    let fixture = Fixture {
+        render: Some(Render::TrapOnLong),
+        ..Fixture::default()
+    };
+    std::fs::write(&path, fixture.build()).expect("write plugin");
+    let config = PluginConfig {
+        plugins: vec![PluginSpec {
+            name: "flaky".to_owned(),
+            path,
+            sha256: None,
+            settings: Settings::default(),
+            policies: Policies::default(),
+        }],
+        bindings: Default::default(),
+    };
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let set =
+        PluginSet::load(Runtime::new().expect("runtime"), config, clock, None).expect("loads");
+    let plugin = set.plugin("flaky").expect("serving");
+    let version = plugin.info().version.clone();
+    let before = plugin
+        .stats(kstage::plugin::Capability::Renderer)
+        .calls
+        .load(std::sync::atomic::Ordering::Relaxed);
+    // Two answers, three traps.
+    for template in ["{}", "[]", "{\"a\":1}", "long", "longer"] {
+        let _ = plugin.render("s", template, &"{}".to_owned());
+    }
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(PluginCollector(set.clone())));
+    let (text, _) = kstage::serve::metrics::encode(&registry, true);
+    openmetrics_parser::openmetrics::parse_openmetrics(&text)
+        .unwrap_or_else(|e| panic!("OpenMetrics: {e:?}\n{text}"));
+    let labels = format!("plugin=\"flaky\",capability=\"renderer\",version=\"{version}\"");
+    let ok = format!(
+        "kstage_plugin_calls_total{{{labels},outcome=\"ok\"}} {}",
+        before + 2
+    );
+    let error = format!("kstage_plugin_calls_total{{{labels},outcome=\"error\"}} 3");
+    assert!(text.contains(&ok), "{ok}\n{text}");
+    assert!(text.contains(&error), "{error}\n{text}");
+    let count = format!(
+        "kstage_plugin_call_duration_seconds_count{{{labels}}} {}",
+        before + 5
+    );
+    assert!(text.contains(&count), "{count}\n{text}");
+    assert!(
+        text.contains("kstage_plugin_swaps_total{result=\"accepted\"} 0"),
+        "{text}"
+    );
+    assert!(text.contains("kstage_plugin_fallbacks_total 0"), "{text}");
+}
