@@ -253,28 +253,51 @@ fn cells(resource: &Resource, o: &Value, now: DateTime<Utc>) -> Vec<Value> {
 
 /// The value of a simple JSONPath (`.a.b`, `.a[0].b`) in `o`, as a cell.
 fn json_path(o: &Value, path: &str, type_: &str, now: DateTime<Utc>) -> Value {
-    let mut pointer = String::new();
-    for part in path
-        .trim_start_matches('.')
-        .split('.')
-        .filter(|p| !p.is_empty())
-    {
-        let (field, index) = match part.split_once('[') {
-            Some((f, i)) => (f, Some(i.trim_end_matches(']'))),
-            None => (part, None),
-        };
-        pointer.push('/');
-        pointer.push_str(field);
-        if let Some(i) = index {
-            pointer.push('/');
-            pointer.push_str(i);
-        }
-    }
-    match o.pointer(&pointer) {
+    match select(o, path) {
         None => Value::Null,
         Some(Value::String(s)) if type_ == "date" => json!(age(s, now)),
         Some(v) => v.clone(),
     }
+}
+
+/// The value at a printer column's JSONPath, in the subset CRDs use: fields (`.a.b`),
+/// indices (`[0]`) and equality filters (`[?(@.type=="Ready")]`, first match).
+fn select<'a>(o: &'a Value, path: &str) -> Option<&'a Value> {
+    let mut at = o;
+    let mut rest = path.trim();
+    while !rest.is_empty() {
+        if let Some(r) = rest.strip_prefix('[') {
+            let close = if r.starts_with("?(") {
+                r.find(")]").map(|i| i + 1)?
+            } else {
+                r.find(']')?
+            };
+            let inside = &r[..close];
+            rest = &r[close + 1..];
+            at = match inside
+                .strip_prefix("?(@.")
+                .and_then(|f| f.strip_suffix(')'))
+            {
+                Some(filter) => {
+                    let (field, want) = filter.split_once("==")?;
+                    let want = want.trim().trim_matches(|c| c == '"' || c == '\'');
+                    at.as_array()?
+                        .iter()
+                        .find(|item| item.get(field.trim()).and_then(Value::as_str) == Some(want))?
+                }
+                None => at.get(inside.parse::<usize>().ok()?)?,
+            };
+        } else {
+            let r = rest.strip_prefix('.').unwrap_or(rest);
+            let end = r.find(['.', '[']).unwrap_or(r.len());
+            let field = &r[..end];
+            rest = &r[end..];
+            if !field.is_empty() {
+                at = at.get(field)?;
+            }
+        }
+    }
+    Some(at)
 }
 
 /// Kubernetes' short human duration since an RFC 3339 time (`5s`, `3m`, `2h`, `4d`).
@@ -299,6 +322,29 @@ pub fn age(since: &str, now: DateTime<Utc>) -> String {
 mod tests {
     use super::*;
     use crate::apiserver::resources::Registry;
+
+    #[test]
+    fn printer_column_paths_select_fields_indices_and_filters() {
+        let o = json!({"spec": {"a": [{"b": 1}, {"b": 2}]}, "status": {"conditions": [
+            {"type": "Ready", "status": "False"},
+            {"type": "Compiled", "status": "True", "reason": "Compiled"},
+        ]}});
+        assert_eq!(select(&o, ".spec.a[1].b"), Some(&json!(2)));
+        assert_eq!(
+            select(&o, r#".status.conditions[?(@.type=="Compiled")].status"#),
+            Some(&json!("True"))
+        );
+        assert_eq!(
+            select(&o, ".status.conditions[?(@.type=='Ready')].status"),
+            Some(&json!("False"))
+        );
+        assert_eq!(
+            select(&o, r#".status.conditions[?(@.type=="Gone")].status"#),
+            None
+        );
+        assert_eq!(select(&o, ".spec.a[9]"), None);
+        assert_eq!(select(&o, ".spec.missing"), None);
+    }
 
     #[test]
     fn pods_and_nodes_have_kubectl_columns() {

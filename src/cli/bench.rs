@@ -222,7 +222,7 @@ pub(super) fn run(mut args: BenchArgs) -> anyhow::Result<ExitCode> {
                     let started = crate::daemon::Daemon::start(
                         std::sync::Arc::new(cluster),
                         stages,
-                        false,
+                        None,
                         renderer,
                         engine_config,
                         crate::decide::Deciders::default(),

@@ -207,6 +207,19 @@ impl Plugins {
         })
     }
 
+    /// Stage resources played live, with the plugin names they may bind.
+    fn stage_resources(&self) -> crate::daemon::StageResources {
+        match &self.loaded {
+            None => crate::daemon::StageResources::without_plugins(),
+            Some((set, _)) => {
+                let set = set.clone();
+                crate::daemon::StageResources {
+                    known_plugin: Arc::new(move |name| set.plugin(name).is_some()),
+                }
+            }
+        }
+    }
+
     /// Hot-swap from now on (call inside the runtime): plugin files by a folder watch,
     /// the whole config on SIGHUP; when a selector changed, objects are matched again.
     fn watch(
@@ -398,7 +411,7 @@ pub(super) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         let daemon = Daemon::start(
             cluster,
             files,
-            args.stage_crds,
+            args.stage_crds.then(|| plugins.stage_resources()),
             renderer,
             engine_config(&args.engine, clock, &env),
             plugins.deciders.clone(),
@@ -472,7 +485,7 @@ pub(super) fn up(args: UpArgs) -> anyhow::Result<ExitCode> {
         let daemon = Daemon::start(
             cluster,
             files,
-            true,
+            Some(plugins.stage_resources()),
             renderer,
             engine_config(&args.engine, clock, &env),
             plugins.deciders.clone(),

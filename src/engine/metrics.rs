@@ -25,6 +25,7 @@ pub struct Metrics {
     pub step_duration: Histogram,
     retries: Labelled,
     dropped: Labelled,
+    stage_status: Labelled,
     /// Patches not sent because they would change nothing.
     pub noops: AtomicU64,
     /// Events emitted by Stages.
@@ -38,6 +39,8 @@ pub struct Metrics {
     pub slowed: AtomicU64,
     /// Failed steps queued again to retry (`workqueue_retries_total`).
     pub requeued: AtomicU64,
+    /// Stage resources left out because they do not compile; set by whoever loads them.
+    pub invalid_stages: AtomicU64,
     /// Per lane, indexed by lane number.
     lanes: [Lane; 2],
     /// The time base of `busy` and `last_pop`.
@@ -86,6 +89,7 @@ impl Default for Metrics {
                 "drop-warn",
             ]),
             dropped: Labelled::starting(&["max-attempts", "not-found"]),
+            stage_status: Labelled::starting(&["written", "unchanged", "conflict", "failed"]),
             // 100 µs to ~100 s.
             step_duration: Histogram::new(exponential_buckets(1e-4, 4.0, 11)),
             noops: AtomicU64::new(0),
@@ -94,6 +98,7 @@ impl Default for Metrics {
             stale: AtomicU64::new(0),
             slowed: AtomicU64::new(0),
             requeued: AtomicU64::new(0),
+            invalid_stages: AtomicU64::new(0),
             lanes: [Lane::default(), Lane::default()],
             base: std::time::Instant::now(),
             busy: Box::default(),
@@ -282,6 +287,17 @@ impl Metrics {
     /// [`Metrics::dropped`], with every cause the engine names itself.
     pub fn dropped_with_zeros(&self) -> BTreeMap<String, u64> {
         self.dropped.snapshot()
+    }
+
+    /// A Stage resource's status was looked at: `written`, `unchanged` (it already said
+    /// the same), `conflict` (the Stage changed meanwhile) or `failed`.
+    pub fn stage_status(&self, result: &str) {
+        self.stage_status.inc(result);
+    }
+
+    /// [`Metrics::stage_status`] by result, every result included.
+    pub fn stage_statuses(&self) -> BTreeMap<String, u64> {
+        self.stage_status.snapshot()
     }
 
     /// Read a plain counter.

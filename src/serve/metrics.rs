@@ -202,6 +202,14 @@ impl<C: Cluster + 'static> Collector for EngineCollector<C> {
                 .into_iter()
                 .map(|(cause, n)| (vec![("cause", cause)], n)),
         )?;
+        counters(
+            e,
+            "kstage_stage_status",
+            "Stage resource statuses looked at, by result: written, unchanged (no write: it said the same), conflict (the Stage changed meanwhile), failed.",
+            m.stage_statuses()
+                .into_iter()
+                .map(|(result, n)| (vec![("result", result)], n)),
+        )?;
         let plain: [(&str, &str, &std::sync::atomic::AtomicU64); 5] = [
             (
                 "kstage_noop_patches_skipped",
@@ -241,10 +249,16 @@ impl<C: Cluster + 'static> Collector for EngineCollector<C> {
             e,
             "kstage_stages",
             "Stages in play, by state.",
-            [(
-                vec![("state", "compiled".to_owned())],
-                engine.stages().stages().len() as i64,
-            )],
+            [
+                (
+                    vec![("state", "compiled".to_owned())],
+                    engine.stages().stages().len() as i64,
+                ),
+                (
+                    vec![("state", "invalid".to_owned())],
+                    Metrics::get(&m.invalid_stages) as i64,
+                ),
+            ],
         )?;
         Ok(())
     }

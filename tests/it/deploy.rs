@@ -86,6 +86,7 @@ fn the_cluster_role_grants_what_kstage_run_does() {
         ("", "events", &["create"]),
         ("events.k8s.io", "events", &["create"]),
         ("kwok.x-k8s.io", "stages", &["list", "watch"]),
+        ("kwok.x-k8s.io", "stages/status", &["patch"]),
         (
             "coordination.k8s.io",
             "leases",

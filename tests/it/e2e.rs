@@ -278,7 +278,7 @@ async fn a_stage_resource_changed_mid_run_reroutes_its_objects() {
     let daemon = kstage::daemon::Daemon::start(
         cluster,
         Vec::new(),
-        true,
+        Some(kstage::daemon::StageResources::without_plugins()),
         renderer,
         EngineConfig {
             workers: 4,

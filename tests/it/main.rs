@@ -18,6 +18,7 @@ mod process;
 mod remote;
 mod serve;
 mod sim;
+mod stage_status;
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
