@@ -138,7 +138,7 @@ const BUILTINS: &[Builtin] = &[
         &[],
         false,
     ),
-    // Stored only (no controller acts on them), so `kubectl apply -f deploy/` works.
+    // Stored only (no controller acts on them), so `kubectl apply -k deploy/...` works.
     (
         "apps",
         "v1",
@@ -183,6 +183,33 @@ const BUILTINS: &[Builtin] = &[
         true,
         &[],
         false,
+    ),
+    (
+        "policy",
+        "v1",
+        "poddisruptionbudgets",
+        "PodDisruptionBudget",
+        true,
+        &["pdb"],
+        true,
+    ),
+    (
+        "flowcontrol.apiserver.k8s.io",
+        "v1",
+        "flowschemas",
+        "FlowSchema",
+        false,
+        &[],
+        true,
+    ),
+    (
+        "flowcontrol.apiserver.k8s.io",
+        "v1",
+        "prioritylevelconfigurations",
+        "PriorityLevelConfiguration",
+        false,
+        &[],
+        true,
     ),
     (
         "apiextensions.k8s.io",

@@ -51,6 +51,7 @@ pub fn table(resource: &Resource, objects: &[&Value], rv: &str, now: DateTime<Ut
         .iter()
         .map(|o| {
             let mut cells = cells(resource, o, now);
+            cells.truncate(columns.len());
             for c in &custom {
                 cells.push(json_path(o, &c.json_path, &c.type_, now));
             }
@@ -108,12 +109,15 @@ fn columns(resource: &Resource) -> (Vec<Column>, Vec<super::resources::PrinterCo
         (true, "CustomResourceDefinition") => vec![name, col("Created At", "date", 0)],
         _ => vec![name, age],
     };
-    let custom = if resource.builtin {
-        vec![]
-    } else {
-        resource.columns.clone()
-    };
-    (builtin, custom)
+    // A CRD's own columns replace the default Age (kube-apiserver shows Name, then
+    // the additionalPrinterColumns; Age only when there are none).
+    if !resource.builtin && !resource.columns.is_empty() {
+        return (
+            builtin.into_iter().take(1).collect(),
+            resource.columns.clone(),
+        );
+    }
+    (builtin, Vec::new())
 }
 
 fn text<'a>(o: &'a Value, pointer: &str) -> &'a str {

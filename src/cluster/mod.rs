@@ -288,6 +288,10 @@ pub fn is_cluster_scoped(api_version: &str, kind: &str) -> bool {
             "ClusterRole" | "ClusterRoleBinding"
         ) | ("apiextensions.k8s.io", "CustomResourceDefinition")
             | ("scheduling.k8s.io", "PriorityClass")
+            | (
+                "flowcontrol.apiserver.k8s.io",
+                "FlowSchema" | "PriorityLevelConfiguration"
+            )
             | ("kwok.x-k8s.io", "Stage")
     )
 }

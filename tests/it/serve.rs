@@ -59,7 +59,40 @@ const FAMILIES: &[&str] = &[
     "process_open_fds",
     "rest_client_requests",
     "rest_client_request_duration_seconds",
+    "kstage_stage_status",
+    "kstage_plugin_calls",
+    "kstage_plugin_call_duration_seconds",
+    "kstage_plugin_swaps",
+    "kstage_plugin_fallbacks",
+    "kstage_plugin_failures",
+    "kstage_node_leases_held",
 ];
+
+/// A plugin set serving one plugin (a renderer whose validation calls it).
+fn one_plugin(tag: &str) -> Arc<kstage::plugin::PluginSet> {
+    use crate::fixtures::{Fixture, Render};
+    use kstage::plugin::config::{PluginConfig, PluginSpec, Policies};
+    use kstage::plugin::{PluginSet, Runtime, Settings};
+    let dir = crate::scratch(tag);
+    let path = dir.join("flaky.wasm");
+    let fixture = Fixture {
+        render: Some(Render::TrapOnLong),
+        ..Fixture::default()
+    };
+    std::fs::write(&path, fixture.build()).expect("write plugin");
+    let config = PluginConfig {
+        plugins: vec![PluginSpec {
+            name: "flaky".to_owned(),
+            path,
+            sha256: None,
+            settings: Settings::default(),
+            policies: Policies::default(),
+        }],
+        bindings: Default::default(),
+    };
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    PluginSet::load(Runtime::new().expect("runtime"), config, clock, None).expect("loads")
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn probes_and_metrics_of_a_running_engine() {
@@ -79,7 +112,14 @@ async fn probes_and_metrics_of_a_running_engine() {
     };
     let engine = Engine::new(Arc::new(cluster), stages, config);
     let extra = Check::new("extra", || Err("told to fail".into()));
-    let probes = Arc::new(Probes::for_engine(engine.clone(), vec![extra], Some(&rest)));
+    let (_leases, held) =
+        tokio::sync::watch::channel(std::collections::BTreeSet::from(["n0".to_owned()]));
+    let probes = Probes::for_engine(engine.clone(), vec![extra], Some(&rest))
+        .with_collector(Box::new(kstage::serve::metrics::PluginCollector(
+            one_plugin("serve-probes"),
+        )))
+        .with_collector(Box::new(kstage::serve::metrics::LeaseCollector(held)));
+    let probes = Arc::new(probes);
     let endpoint = kstage::serve::start("127.0.0.1:0".parse().expect("addr"), probes.clone())
         .await
         .expect("serve");
@@ -152,6 +192,9 @@ async fn probes_and_metrics_of_a_running_engine() {
         text.contains("kstage_objects_held{api_version=\"v1\",kind=\"Node\"} 1"),
         "{text}"
     );
+    assert!(text.contains("kstage_node_leases_held 1"), "{text}");
+    // The monitoring overlay's alerts and dashboard select only what is served here.
+    crate::deploy::assert_monitoring_uses_only(&text);
 
     let (code, open) = get(
         addr,
@@ -190,32 +233,10 @@ async fn probes_and_metrics_of_a_running_engine() {
 /// latency, and the validation's own calls counted as they happen.
 #[test]
 fn plugin_calls_are_counted_by_plugin_capability_version_and_outcome() {
-    use crate::fixtures::{Fixture, Render};
-    use kstage::plugin::config::{PluginConfig, PluginSpec, Policies};
-    use kstage::plugin::{PluginSet, Runtime, Settings};
     use kstage::serve::metrics::PluginCollector;
     use prometheus_client::registry::Registry;
 
-    let dir = crate::scratch("serve-plugin");
-    let path = dir.join("flaky.wasm");
-    let fixture = Fixture {
-        render: Some(Render::TrapOnLong),
-        ..Fixture::default()
-    };
-    std::fs::write(&path, fixture.build()).expect("write plugin");
-    let config = PluginConfig {
-        plugins: vec![PluginSpec {
-            name: "flaky".to_owned(),
-            path,
-            sha256: None,
-            settings: Settings::default(),
-            policies: Policies::default(),
-        }],
-        bindings: Default::default(),
-    };
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let set =
-        PluginSet::load(Runtime::new().expect("runtime"), config, clock, None).expect("loads");
+    let set = one_plugin("serve-plugin");
     let plugin = set.plugin("flaky").expect("serving");
     let version = plugin.info().version.clone();
     let before = plugin
