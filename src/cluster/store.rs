@@ -231,6 +231,15 @@ impl MemoryStore {
             }
             meta.remove("deletionTimestamp");
         }
+        // A custom resource served with a status subresource takes its status only
+        // through `/status`: kube-apiserver drops the one a create carries.
+        if self
+            .custom_kind(&key.api_version, &key.kind)
+            .is_some_and(|c| c.status)
+            && let Some(map) = object.as_object_mut()
+        {
+            map.remove("status");
+        }
         if key.api_version == "v1" {
             match key.kind.as_str() {
                 "Pod" => default_status(&mut object, "Pending"),
@@ -881,6 +890,28 @@ mod tests {
         };
         assert!(!changed);
         assert_eq!(object["metadata"]["name"], "a");
+    }
+
+    #[test]
+    fn a_custom_resource_with_a_status_subresource_is_created_without_its_status() {
+        let (mut s, _) = store();
+        let cr = |kind: &str| {
+            json!({"apiVersion": "example.dev/v1", "kind": kind,
+            "metadata": {"name": "x"}, "status": {"ready": true}})
+        };
+        for (kind, status) in [("WithStatus", true), ("Plain", false)] {
+            let traits = CustomKind {
+                namespaced: false,
+                status,
+            };
+            s.set_custom_kind("example.dev/v1", kind, Some(traits));
+            let created = s.create(cr(kind)).expect("created");
+            assert_eq!(
+                created.get("status").is_some(),
+                !status,
+                "{kind}: {created}"
+            );
+        }
     }
 
     #[test]

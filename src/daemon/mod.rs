@@ -170,9 +170,13 @@ async fn play_stage_resources(
 
 /// Write a Stage's status: `written`, `conflict` or `failed`.
 async fn write_status(cluster: &KubeCluster, object: &Value, data: Value) -> &'static str {
-    let mut key = ObjectKey::of(object).unwrap_or_default();
-    key.api_version = stage_resource().api_group;
-    key.kind = stage_resource().kind;
+    let resource = stage_resource();
+    let key = ObjectKey {
+        api_version: resource.api_group,
+        kind: resource.kind,
+        namespace: String::new(),
+        name: LiveStages::name(object),
+    };
     let request = PatchRequest {
         patch_type: PatchType::Merge,
         subresource: Some("status"),

@@ -374,8 +374,7 @@ async fn every_kustomization_renders_parses_and_applies() {
 async fn kubectl_get_stages_shows_whether_they_compile() {
     let server = ApiServer::start(Config::default()).await.expect("server");
     let state = &server.server().state;
-    let crd = documents("deploy/crds/stages.kwok.x-k8s.io.yaml").remove(0);
-    state.create(crd).expect("CRD");
+    crate::e2e::install_stage_crd(state);
     state
         .create(
             json!({"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Stage",

@@ -249,6 +249,15 @@ async fn under_ten_percent_faults_nothing_is_lost_and_no_event_repeats() {
     );
 }
 
+/// Define kstage's Stage resource (`deploy/crds`) in the embedded server.
+pub(crate) fn install_stage_crd(state: &State) {
+    let crd = std::fs::read_to_string(crate::root().join("deploy/crds/stages.kwok.x-k8s.io.yaml"))
+        .expect("CRD");
+    state
+        .create(kstage::yaml::to_json(&crd).expect("yaml"))
+        .expect("CRD");
+}
+
 fn routing_stage(message: &str) -> Value {
     json!({
         "apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Stage",
@@ -267,11 +276,7 @@ fn routing_stage(message: &str) -> Value {
 async fn a_stage_resource_changed_mid_run_reroutes_its_objects() {
     let server = ApiServer::start(Config::default()).await.expect("server");
     let state = &server.server().state;
-    let crd = std::fs::read_to_string(crate::root().join("deploy/crds/stages.kwok.x-k8s.io.yaml"))
-        .expect("CRD");
-    state
-        .create(kstage::yaml::to_json(&crd).expect("yaml"))
-        .expect("CRD");
+    install_stage_crd(state);
     let cluster = Arc::new(KubeCluster::new(kube_config(&server).await).expect("cluster"));
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let renderer = Renderer::new(Arc::new(StageEnv::new(clock.clone(), Utc::now(), "e2e")));

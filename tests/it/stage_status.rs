@@ -86,6 +86,14 @@ fn total(daemons: &[Daemon], result: &str) -> u64 {
         .sum()
 }
 
+/// Each daemon's count of Stage resources left out.
+fn invalid(daemons: &[Daemon]) -> Vec<u64> {
+    daemons
+        .iter()
+        .map(|d| kstage::engine::Metrics::get(&d.engine().metrics().invalid_stages))
+        .collect()
+}
+
 /// Wait until both daemons have handled every Stage event so far: the initial list, the
 /// test's own `writes`, and the status writes (which may add more while we wait).
 async fn settle(daemons: &[Daemon], writes: u64) {
@@ -111,11 +119,7 @@ async fn settle(daemons: &[Daemon], writes: u64) {
 async fn stage_resources_say_whether_they_compile_and_replicas_agree() {
     let server = ApiServer::start(Config::default()).await.expect("server");
     let state = &server.server().state;
-    let crd = std::fs::read_to_string(crate::root().join("deploy/crds/stages.kwok.x-k8s.io.yaml"))
-        .expect("CRD");
-    state
-        .create(kstage::yaml::to_json(&crd).expect("yaml"))
-        .expect("CRD");
+    crate::e2e::install_stage_crd(state);
     let daemons = [daemon(&server).await, daemon(&server).await];
     settle(&daemons, 0).await;
 
@@ -162,15 +166,7 @@ async fn stage_resources_say_whether_they_compile_and_replicas_agree() {
         "metadata.annotations.kstage.dev/selector: no configured plugin is named \"absent\""
     );
     settle(&daemons, 2).await;
-    for d in &daemons {
-        assert_eq!(
-            d.engine()
-                .metrics()
-                .invalid_stages
-                .load(std::sync::atomic::Ordering::Relaxed),
-            1
-        );
-    }
+    assert_eq!(invalid(&daemons), [1, 1]);
 
     // Fixed: the condition flips, for the new generation.
     state
@@ -208,15 +204,7 @@ async fn stage_resources_say_whether_they_compile_and_replicas_agree() {
             .map(|d| d.engine().metrics().stage_statuses())
             .collect::<Vec<BTreeMap<_, _>>>()
     );
-    for d in &daemons {
-        assert_eq!(
-            d.engine()
-                .metrics()
-                .invalid_stages
-                .load(std::sync::atomic::Ordering::Relaxed),
-            0
-        );
-    }
+    assert_eq!(invalid(&daemons), [0, 0]);
 
     // A change that leaves the status true (a label) writes nothing.
     let unchanged = total(&daemons, "unchanged");
