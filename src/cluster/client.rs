@@ -322,6 +322,19 @@ fn events(
         })
 }
 
+/// Whether the object a DELETE answered with is still there. kube-apiserver answers with
+/// the object's last state whether it removed it or only marked it: a pod removed at the
+/// end of a graceful deletion still carries its `deletionTimestamp` (and
+/// `deletionGracePeriodSeconds: 0`). It remains only while a finalizer holds it or a grace
+/// period runs.
+pub(crate) fn remains_after_delete(answer: &Value) -> bool {
+    let meta = &answer["metadata"];
+    let marked = meta.get("deletionTimestamp").is_some_and(|t| !t.is_null());
+    let held = meta["finalizers"].as_array().is_some_and(|f| !f.is_empty());
+    let grace = meta["deletionGracePeriodSeconds"].as_i64().unwrap_or(0);
+    marked && (held || grace > 0)
+}
+
 fn node_ref() -> ResourceRef {
     ResourceRef {
         api_group: "v1".into(),
@@ -617,13 +630,9 @@ impl Cluster for KubeCluster {
             .delete(&key.name, &params)
             .await
             .map_err(|e| from_kube(&e))?;
-        // A pod is answered with its last state even when it is gone: only one still
-        // marked for deletion is reported as remaining.
         Ok(deleted.left().and_then(|o| {
             let v = to_value(o);
-            v.pointer("/metadata/deletionTimestamp")
-                .is_some()
-                .then(|| Arc::new(v))
+            remains_after_delete(&v).then(|| Arc::new(v))
         }))
     }
 
@@ -670,5 +679,35 @@ impl Cluster for KubeCluster {
                 .map_err(|e| from_kube(&e))?;
             Ok(())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The body a real kube-apiserver answered a recorded DELETE with.
+    fn answer(transcript: &str) -> Value {
+        let path = std::path::Path::new(env!("KSTAGE_TRANSCRIPTS")).join(transcript);
+        let text = std::fs::read_to_string(&path).expect("transcript");
+        let exchange: Value = serde_json::from_str(&text).expect("JSON");
+        exchange["response"]["body"].clone()
+    }
+
+    #[test]
+    fn a_delete_answer_says_whether_the_object_remains() {
+        // A finalizer holds the pod: marked, still there.
+        assert!(remains_after_delete(&answer(
+            "21-delete-pod-with-finalizer.json"
+        )));
+        // The grace-0 delete that removes it answers with a deletionTimestamp too.
+        assert!(!remains_after_delete(&answer("24-delete-pod-grace-0.json")));
+        // A graceful pod deletion runs its grace period.
+        let graceful = json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z",
+                                           "deletionGracePeriodSeconds": 30}});
+        assert!(remains_after_delete(&graceful));
+        assert!(!remains_after_delete(
+            &json!({"metadata": {"name": "gone"}})
+        ));
     }
 }

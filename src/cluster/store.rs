@@ -418,11 +418,20 @@ impl MemoryStore {
             .and_then(Value::as_array)
             .is_some_and(|f| !f.is_empty());
         if !has_finalizers && (grace == 0 || !bound_pod) {
-            let removed = self
+            let mut removed = self
                 .objects
                 .remove(key)
                 .unwrap_or_else(|| Arc::new(Value::Null));
             self.resource_version += 1;
+            // Pods are deleted gracefully even at grace 0: kube-apiserver stamps the
+            // deletion (now, grace 0) on the last state it answers with and sends.
+            if key.kind == "Pod" && key.api_version == "v1" {
+                let object = Arc::make_mut(&mut removed);
+                if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+                    meta.insert("deletionTimestamp".into(), json!(timestamp(now)));
+                    meta.insert("deletionGracePeriodSeconds".into(), json!(0));
+                }
+            }
             return Ok(Deleted::Removed(removed));
         }
         let already = old.pointer("/metadata/deletionTimestamp").is_some();

@@ -20,6 +20,12 @@ pub(super) struct Seen {
     pub(super) object: Held,
     /// The Stage it played last, and how often lately (kept across versions).
     pub(super) reentry: Reentry,
+    /// A Stage deleted it, or the server said it is gone: the versions still on their way
+    /// from the watch are echoes of writes before the deletion, not news, and are not
+    /// matched (they would replay a Stage from its first step on an object that no
+    /// longer exists). A watch delivers one object's events in order, so its deletion
+    /// (or a relist, which cannot hold it) comes after all of them and ends this.
+    pub(super) deleted: bool,
 }
 
 #[derive(Debug)]

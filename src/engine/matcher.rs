@@ -108,6 +108,11 @@ impl<C: Cluster> Engine<C> {
                 for (object, held) in objects.into_iter().zip(held) {
                     if let Some(key) = ObjectKey::of(&object) {
                         resources.insert((key.api_version.clone(), key.kind.clone()));
+                        // A deleted object cannot be listed: this is a new one of the
+                        // same name, whose deletion event the broken watch missed.
+                        if let Some(old) = keys.latest.get_mut(&key) {
+                            old.deleted = false;
+                        }
                         seen.insert(key);
                     }
                     self.applied(&mut keys, object, held);
@@ -154,12 +159,11 @@ impl<C: Cluster> Engine<C> {
         let Some(key) = ObjectKey::of(&object) else {
             return;
         };
-        let same = keys
-            .latest
-            .get(&key)
-            .is_some_and(|old| old.resource_version.as_deref() == resource_version(&object));
+        let same = keys.latest.get(&key).is_some_and(|old| {
+            old.deleted || old.resource_version.as_deref() == resource_version(&object)
+        });
         if same {
-            return; // a version already seen (a relist or our own echo)
+            return; // a version already seen (a relist or our own echo), or deleted
         }
         if let Some(observer) = &self.observer {
             observer.applied(&object);
@@ -172,6 +176,7 @@ impl<C: Cluster> Engine<C> {
                 .unwrap_or_default(),
             resource_version: resource_version(&object).map(str::to_owned),
             object: held,
+            deleted: false,
         };
         if keys.latest.insert(key.clone(), seen).is_none() {
             *keys.held.entry(resource_of(&key)).or_default() += 1;

@@ -53,6 +53,7 @@ impl<C: Cluster> Engine<C> {
             let latest = lock(&self.keys)
                 .latest
                 .get(&key)
+                .filter(|seen| !seen.deleted)
                 .map(|seen| seen.latest(&job.object));
             let latest = latest.map(|l| l.get().unwrap_or_else(|| job.object.clone()));
             let Some(latest) = latest else {
@@ -234,6 +235,11 @@ impl<C: Cluster> Engine<C> {
         let Some(ended) = keys.busy.ended(key) else {
             return false; // deleted meanwhile
         };
+        if matches!(outcome, Outcome::Gone)
+            && let Some(seen) = keys.latest.get_mut(key)
+        {
+            seen.deleted = true;
+        }
         let slowed = match (&outcome, keys.latest.get_mut(key)) {
             (Outcome::Done { stage, .. }, Some(seen)) => {
                 seen.reentry
@@ -281,4 +287,101 @@ enum Stop {
     Failed(ClusterError),
     /// The object changed or went away meanwhile (the in-memory cluster let go of it).
     Stale,
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::clock::{Clock, TokioClock};
+    use crate::cluster::WatchEvent;
+    use crate::cluster::faults::{FaultSpec, Faults};
+    use crate::cluster::memory::MemoryCluster;
+    use crate::engine::EngineConfig;
+    use crate::stage::StageSet;
+    use crate::template::{Renderer, StageEnv};
+
+    const REMOVAL: &str = r#"
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata: {name: removal}
+spec:
+  resourceRef: {apiGroup: v1, kind: Pod}
+  selector:
+    matchExpressions: [{key: .metadata.deletionTimestamp, operator: Exists}]
+  steps:
+  - event: {type: Normal, reason: Killing, message: stopped}
+  - finalizers: {empty: true}
+  - delete: true
+"#;
+
+    fn pod(uid: &str, version: &str, finalizers: Value) -> Arc<Value> {
+        Arc::new(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "default", "uid": uid,
+                         "resourceVersion": version, "finalizers": finalizers,
+                         "deletionTimestamp": "2025-01-01T00:00:00Z"},
+        }))
+    }
+
+    /// An engine whose watches and workers are not started: the test is the watch (it
+    /// observes events) and the worker (it pops and ends jobs).
+    fn engine() -> Arc<Engine<MemoryCluster>> {
+        let start = chrono::DateTime::UNIX_EPOCH;
+        let clock: Arc<dyn Clock> = Arc::new(TokioClock::new(start));
+        let cluster = Arc::new(MemoryCluster::new(
+            clock.clone(),
+            Faults::new(FaultSpec::none(), 1),
+        ));
+        let renderer = Renderer::new(Arc::new(StageEnv::new(clock.clone(), start, "test")));
+        let loaded = crate::stage::load::load_str(REMOVAL, &renderer).expect("Stage");
+        let config = EngineConfig {
+            clock,
+            ..EngineConfig::default()
+        };
+        Engine::new(cluster, StageSet::new(loaded.stages), config)
+    }
+
+    /// Play the queued job of `key` as a worker would, up to its end with `outcome`.
+    fn run_queued(engine: &Engine<MemoryCluster>, key: &ObjectKey, outcome: Outcome) {
+        let job = engine.queue.cancel(key).expect("a job is queued");
+        assert!(matches!(
+            lock(&engine.keys).busy.popped(job),
+            Popped::Run(_)
+        ));
+        engine.finish(key, outcome);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_watch_echo_of_a_write_before_a_deletion_plays_nothing() {
+        let engine = engine();
+        let first = pod("uid-1", "10", json!(["f"]));
+        let key = ObjectKey::of(&first).expect("key");
+        engine.observe(WatchEvent::Applied(first));
+        // The Stage takes the finalizer off (version 11) and deletes the pod; the watch
+        // brings version 11 only after the job ended.
+        run_queued(&engine, &key, Outcome::Gone);
+        engine.observe(WatchEvent::Applied(pod("uid-1", "11", json!([]))));
+        assert!(
+            !engine.queue.contains(&key),
+            "an echo of the deleted object starts no Stage"
+        );
+        // Its deletion arrives; a new pod of the same name is played.
+        engine.observe(WatchEvent::Deleted(pod("uid-1", "12", json!([]))));
+        engine.observe(WatchEvent::Applied(pod("uid-2", "13", json!([]))));
+        assert!(engine.queue.contains(&key), "a new object of the same name");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_relist_after_a_deletion_plays_the_new_object_of_that_name() {
+        let engine = engine();
+        let first = pod("uid-1", "10", json!([]));
+        let key = ObjectKey::of(&first).expect("key");
+        engine.observe(WatchEvent::Applied(first));
+        run_queued(&engine, &key, Outcome::Gone);
+        // The watch broke before the deletion came; the relist holds a new pod.
+        engine.observe(WatchEvent::Restarted(vec![pod("uid-2", "20", json!([]))]));
+        assert!(engine.queue.contains(&key));
+    }
 }

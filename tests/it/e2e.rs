@@ -1133,3 +1133,68 @@ fn sighup_reloads_the_plugin_config() {
         .expect("rejection");
     assert!(rejected.contains("missing.wasm"), "{rejected}");
 }
+
+/// Pods with a finalizer are deleted while a third of the pod patches fail with 409: the
+/// removal Stage (event, finalizers off, delete) is retried at the failed step, after a
+/// fresh read, and never played again from its first step: one `Killing` event each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conflicts_during_a_removal_do_not_replay_its_event() {
+    let config = Config {
+        faults: "patch/pods:409=0.3".parse().expect("spec"),
+        ..Config::default()
+    };
+    let server = ApiServer::start(config).await.expect("server");
+    let examples = crate::root().join("examples/stages");
+    let sets = [examples.join("node"), examples.join("pod")].map(|p| p.display().to_string());
+    let sets: Vec<&str> = sets.iter().map(String::as_str).collect();
+    let (engine, tasks) = start_engine(&server, &sets, 4, Default::default()).await;
+    let state = &server.server().state;
+    let (nodes, pods) = (2, 40);
+    for i in 0..nodes {
+        state
+            .create(json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": format!("node-{i}")}}))
+            .expect("node");
+    }
+    let pod = |i: usize| {
+        json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("pod-{i}"), "namespace": "default",
+                         "finalizers": ["kstage.dev/test"]},
+            "spec": {"nodeName": format!("node-{}", i % nodes), "containers": [{"name": "c", "image": "busybox"}]},
+        })
+    };
+    for i in 0..pods {
+        state.create(pod(i)).expect("pod");
+    }
+    ready_and_running(state, nodes, pods).await;
+    for i in 0..pods {
+        let key = ObjectKey::of(&pod(i)).expect("key");
+        state.delete(&key, Some(2)).expect("marked");
+    }
+    wait_for(state, "v1", "Pod", "pods removed", <[_]>::is_empty, |_| {
+        true
+    })
+    .await;
+    let events = state.resource_of("v1", "Event").expect("events");
+    let mut killing: std::collections::BTreeMap<String, usize> = Default::default();
+    for e in state
+        .list(&events, None, None, 0, None, |_| true)
+        .expect("list")
+        .items
+    {
+        if e["reason"] == "Killing" {
+            let name = e["involvedObject"]["name"]
+                .as_str()
+                .unwrap_or("")
+                .to_owned();
+            *killing.entry(name).or_default() += 1;
+        }
+    }
+    let twice: Vec<_> = killing.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.is_empty(), "Killing emitted twice: {twice:?}");
+    assert_eq!(killing.len(), pods, "a Killing event per pod");
+    engine.shutdown();
+    for t in tasks {
+        t.abort();
+    }
+}
