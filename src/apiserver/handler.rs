@@ -21,7 +21,7 @@ use super::resources::Resource;
 use super::select::Filter;
 use super::state::State;
 use super::table::wants_table;
-use super::{Server, table, watch};
+use super::{Server, audit, table, watch};
 use crate::cluster::faults::Fault;
 use crate::cluster::{ApiError, ObjectKey};
 use crate::patch::PatchType;
@@ -40,8 +40,52 @@ pub enum Abort {
     Eof,
 }
 
-/// Serve one request.
+/// Serve one request, and write its audit event when the server keeps an audit log.
 pub async fn handle<B>(server: Arc<Server>, req: Request<B>) -> Result<Response<Body>, Abort>
+where
+    B: hyper::body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let Some(log) = server.audit.as_ref() else {
+        return answer(server, req).await;
+    };
+    let route = Route::parse(req.uri().path());
+    let object = match route {
+        Route::Resource(target) => {
+            let query = Query::parse(req.uri().query());
+            verb_of(req.method(), &target, &query, req.headers()).map(|verb| (verb, target))
+        }
+        _ => None,
+    };
+    let authenticated = server
+        .config
+        .token
+        .as_ref()
+        .is_some_and(|token| authorized(req.headers(), token));
+    let request = audit::Request {
+        received: server.clock.now(),
+        uri: req.uri().to_string(),
+        user_agent: req
+            .headers()
+            .get(header::USER_AGENT)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned),
+        user: if authenticated {
+            audit::TOKEN_USER
+        } else {
+            audit::ANONYMOUS
+        },
+        object,
+        method: req.method().clone(),
+    };
+    let log = log.clone();
+    let response = answer(server.clone(), req).await?;
+    log.record(&request, response.status().as_u16(), server.clock.now());
+    Ok(response)
+}
+
+/// Serve one request.
+async fn answer<B>(server: Arc<Server>, req: Request<B>) -> Result<Response<Body>, Abort>
 where
     B: hyper::body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,

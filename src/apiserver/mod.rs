@@ -13,6 +13,7 @@
 //! Where it differs from a real API server is listed in the README ("The embedded API
 //! server").
 
+pub mod audit;
 pub mod handler;
 pub mod reply;
 pub mod request;
@@ -75,6 +76,8 @@ pub struct Config {
     pub header_read_timeout: Duration,
     /// Open connections at most (watches included); one more is closed at once.
     pub max_connections: usize,
+    /// Append an `audit.k8s.io/v1` event per request to this file (see [`audit`]).
+    pub audit_log: Option<std::path::PathBuf>,
 }
 
 /// The default [`Config::max_connections`]: the file descriptors this process may open,
@@ -103,6 +106,7 @@ impl Default for Config {
             write_latency: Duration::ZERO,
             header_read_timeout: Duration::from_secs(30),
             max_connections: default_max_connections(),
+            audit_log: None,
         }
     }
 }
@@ -120,6 +124,8 @@ pub struct Server {
     pub clock: Arc<dyn Clock>,
     /// `host:port` as clients reach it.
     pub address: String,
+    /// Where each request is recorded, if anywhere.
+    pub audit: Option<Arc<audit::AuditLog>>,
 }
 
 /// A generated certificate authority and the server certificate it signed.
@@ -199,7 +205,14 @@ impl ApiServer {
             .map(Certificates::acceptor)
             .transpose()?;
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let audit = match &config.audit_log {
+            Some(path) => Some(Arc::new(audit::AuditLog::open(path).map_err(|e| {
+                io::Error::new(e.kind(), format!("audit log {}: {e}", path.display()))
+            })?)),
+            None => None,
+        };
         let server = Arc::new(Server {
+            audit,
             state: State::new(clock.clone(), config.history_limit),
             faults: Faults::new(config.faults.clone(), config.fault_seed),
             config,

@@ -62,6 +62,10 @@ pub struct ApiServerArgs {
     /// less 64.
     #[arg(long)]
     max_connections: Option<usize>,
+    /// Append one `audit.k8s.io/v1` Event per request to this file (JSON lines, level
+    /// Metadata, as kube-apiserver's `--audit-log-path`): which client asked what.
+    #[arg(long)]
+    audit_log: Option<PathBuf>,
 }
 
 impl ApiServerArgs {
@@ -80,6 +84,7 @@ impl ApiServerArgs {
             max_connections: self
                 .max_connections
                 .unwrap_or_else(|| Config::default().max_connections),
+            audit_log: self.audit_log.clone(),
             ..Config::default()
         }
     }

@@ -314,18 +314,37 @@ pub(super) async fn client_config(path: Option<&std::path::Path>) -> anyhow::Res
                     super::innermost(&e)
                 )
             })?;
-            Ok(kube::Config::from_custom_kubeconfig(k, &KubeConfigOptions::default()).await?)
+            let config =
+                kube::Config::from_custom_kubeconfig(k, &KubeConfigOptions::default()).await?;
+            Ok(with_user_agent(config))
         }
         None => kube::Config::infer()
             .await
+            .map(with_user_agent)
             .context("no cluster configuration (in-cluster or kubeconfig); give --kubeconfig"),
     }
+}
+
+/// The `User-Agent` kstage's requests carry, `kstage/VERSION (OS/ARCH)` as client-go's
+/// `kubectl/VERSION (OS/ARCH)`: an API server's audit log and metrics tell kstage apart.
+pub(super) fn with_user_agent(mut config: kube::Config) -> kube::Config {
+    let agent = format!(
+        "kstage/{} ({}/{})",
+        env!("CARGO_PKG_VERSION"),
+        std::env::consts::OS,
+        std::env::consts::ARCH
+    );
+    if let Ok(value) = http::HeaderValue::from_str(&agent) {
+        config.headers.push((http::header::USER_AGENT, value));
+    }
+    config
 }
 
 /// The client configuration for an embedded API server.
 pub(super) async fn embedded_config(server: &ApiServer) -> anyhow::Result<kube::Config> {
     let k = Kubeconfig::from_yaml(&server.kubeconfig())?;
-    Ok(kube::Config::from_custom_kubeconfig(k, &KubeConfigOptions::default()).await?)
+    let config = kube::Config::from_custom_kubeconfig(k, &KubeConfigOptions::default()).await?;
+    Ok(with_user_agent(config))
 }
 
 fn builtin_stages(renderer: &Renderer) -> anyhow::Result<Vec<Stage>> {
