@@ -1,5 +1,5 @@
 //! The in-cluster packaging (`deploy/`, `Dockerfile`): the Deployment's arguments are a
-//! valid `kstage run`, the ClusterRole grants what kstage asks for, every kustomization
+//! valid `kstage run` (tests/it/replicas.rs checks its ClusterRole), every kustomization
 //! (the base and each overlay) renders with `kubectl kustomize`, parses into the
 //! Kubernetes types it claims and applies with `kubectl apply` to the embedded API
 //! server, and the alerts and the dashboard name only metrics kstage serves.
@@ -142,36 +142,6 @@ pub fn allows(role: &Value, group: &str, resource: &str, verb: &str) -> bool {
 /// The ClusterRole of the base.
 pub fn cluster_role() -> Value {
     of_kind(&documents("deploy/base/rbac.yaml"), "ClusterRole").clone()
-}
-
-#[test]
-fn the_cluster_role_grants_what_kstage_run_does() {
-    let role = cluster_role();
-    // Watches (list + watch), Stage steps, events, Stage resources and leases.
-    let needed = [
-        ("", "nodes", &["get", "list", "watch", "patch"][..]),
-        ("", "pods", &["get", "list", "watch", "patch", "delete"]),
-        ("", "nodes/status", &["patch"]),
-        ("", "pods/status", &["patch"]),
-        ("", "events", &["create"]),
-        ("events.k8s.io", "events", &["create"]),
-        ("kwok.x-k8s.io", "stages", &["list", "watch"]),
-        ("kwok.x-k8s.io", "stages/status", &["patch"]),
-        (
-            "coordination.k8s.io",
-            "leases",
-            &["get", "create", "update"],
-        ),
-    ];
-    for (group, resource, verbs) in needed {
-        for verb in verbs {
-            assert!(
-                allows(&role, group, resource, verb),
-                "the ClusterRole does not allow {verb} on {group}/{resource}"
-            );
-        }
-    }
-    assert!(!allows(&role, "", "secrets", "get"), "no more than needed");
 }
 
 /// Deserialize `doc` into the Kubernetes type `T` and back: a field `T` does not have

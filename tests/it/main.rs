@@ -16,6 +16,7 @@ mod plugin;
 mod plugin_sim;
 mod process;
 mod remote;
+mod replicas;
 mod serve;
 mod sim;
 mod stage_status;

@@ -20,11 +20,11 @@ use crate::process::Spawned;
 const NODES: usize = 1_010;
 const PODS: usize = 1_020;
 
-/// `kstage apiserver --tls --token` in its own process, and its kubeconfig.
-fn apiserver(dir: &Path) -> (Spawned, PathBuf) {
+/// `kstage apiserver --tls --token ... extra` in its own process, and its kubeconfig.
+pub(crate) fn apiserver(dir: &Path, extra: &[&str]) -> (Spawned, PathBuf) {
     let kubeconfig = dir.join("kubeconfig");
     let path = kubeconfig.display().to_string();
-    let mut server = Spawned::start(&[
+    let args = [
         "apiserver",
         "--port",
         "0",
@@ -33,7 +33,8 @@ fn apiserver(dir: &Path) -> (Spawned, PathBuf) {
         "remote-test-token",
         "--kubeconfig",
         &path,
-    ]);
+    ];
+    let mut server = Spawned::start(&[&args[..], extra].concat());
     assert!(
         server.wait_for(|l| l.starts_with("kstage apiserver: serving https://127.0.0.1:")),
         "kstage apiserver said:\n{}",
@@ -45,7 +46,7 @@ fn apiserver(dir: &Path) -> (Spawned, PathBuf) {
     (server, kubeconfig)
 }
 
-async fn client(kubeconfig: &Path) -> kube::Client {
+pub(crate) async fn client(kubeconfig: &Path) -> kube::Client {
     let kubeconfig = Kubeconfig::read_from(kubeconfig).expect("kubeconfig");
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
@@ -72,7 +73,7 @@ where
 
 /// Watch `api` until `done` holds for `want` objects (a watcher, no polling), or fail
 /// after two minutes saying how far it got.
-async fn until<K>(api: Api<K>, want: usize, what: &str, done: impl Fn(&K) -> bool)
+pub(crate) async fn until<K>(api: Api<K>, want: usize, what: &str, done: impl Fn(&K) -> bool)
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone,
@@ -104,14 +105,14 @@ where
     );
 }
 
-fn node_ready(n: &Node) -> bool {
+pub(crate) fn node_ready(n: &Node) -> bool {
     n.status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
         .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
-fn pod_running(p: &Pod) -> bool {
+pub(crate) fn pod_running(p: &Pod) -> bool {
     p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
 }
 
@@ -135,7 +136,7 @@ fn bench(args: &[&str]) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kstage_run_plays_objects_that_existed_before_it_started() {
     let dir = crate::scratch("remote");
-    let (_server, kubeconfig) = apiserver(&dir);
+    let (_server, kubeconfig) = apiserver(&dir, &[]);
     let client = client(&kubeconfig).await;
     let nodes: Api<Node> = Api::all(client.clone());
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
