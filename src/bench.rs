@@ -22,6 +22,7 @@ use kube::api::{Api, ApiResource, DeleteParams, ListParams, Patch, PatchParams, 
 use serde_json::json;
 
 mod observed;
+pub mod scrape;
 use observed::Observed;
 
 /// The benchmark's pods in `namespace`, read as [`Observed`].

@@ -90,6 +90,11 @@ pub struct BenchArgs {
     /// (60 s, 60 s, 90 s). Sets --nodes, --pods and --pod-nodes.
     #[arg(long)]
     kwok_scenario: bool,
+    /// With the engine in this process: serve its `/metrics` on a loopback port and fetch
+    /// it every INTERVAL (e.g. `1s`) during the lifecycle, as Prometheus would. Compare
+    /// runs with and without it for what scraping costs.
+    #[arg(long, value_parser = super::duration::parse_std_duration, conflicts_with = "external")]
+    scrape: Option<Duration>,
 }
 
 /// KWOK's benchmark: nodes, pods (all on one node), and the limits of its CI for nodes
@@ -214,6 +219,8 @@ pub(super) fn run(mut args: BenchArgs) -> anyhow::Result<ExitCode> {
                 ..crate::engine::EngineConfig::default()
             };
             let daemon = std::sync::Mutex::new(None);
+            let scrapes = std::sync::Arc::new(crate::bench::scrape::Scrapes::default());
+            let scraping = std::sync::Mutex::new(None::<tokio::task::JoinHandle<()>>);
             let started_at = std::sync::Mutex::new(None);
             let start = || {
                 *started_at.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
@@ -227,6 +234,14 @@ pub(super) fn run(mut args: BenchArgs) -> anyhow::Result<ExitCode> {
                         engine_config,
                         crate::decide::Deciders::default(),
                     );
+                    if let Some(every) = args.scrape {
+                        *scraping.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
+                            Some(tokio::spawn(crate::bench::scrape::run(
+                                started.engine().clone(),
+                                every,
+                                scrapes.clone(),
+                            )));
+                    }
                     *daemon.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(started);
                 }
             };
@@ -422,6 +437,12 @@ pub(super) fn run(mut args: BenchArgs) -> anyhow::Result<ExitCode> {
                     _ => String::new(),
                 },
             ))?;
+            if let Some(every) = args.scrape {
+                if let Some(task) = scraping.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take() {
+                    task.abort();
+                }
+                super::print(&format!("  metrics: {}\n", scrapes.summary(every)))?;
+            }
             if args.kwok_scenario {
                 let [nodes, pods, deleted] = KWOK_SCENARIO.2;
                 let verdict = |d: Option<Duration>, limit: u64| match d {

@@ -217,7 +217,7 @@ async fn kstage_run_plays_objects_that_existed_before_it_started() {
         &node_stages,
         &pod_stages,
     ];
-    for mode in [&[][..], &["--backlog"][..]] {
+    for mode in [&["--scrape", "50ms"][..], &["--backlog"][..]] {
         let out = bench(&[&common[..], &stages[..], mode].concat());
         assert!(
             out.contains("lifecycle: 10 nodes Ready in") && out.contains("60 pods Running in"),
@@ -227,6 +227,16 @@ async fn kstage_run_plays_objects_that_existed_before_it_started() {
             out.contains("writes/s"),
             "{mode:?}: the engine's writes: {out}"
         );
+        if mode.contains(&"--scrape") {
+            // The engine's /metrics was served and fetched, every time with a 200.
+            let line = out
+                .lines()
+                .find_map(|l| l.trim().strip_prefix("metrics: "))
+                .unwrap_or_else(|| panic!("no scrape figures: {out}"));
+            let scrapes = line.split(' ').next().and_then(|n| n.parse::<u32>().ok());
+            assert!(scrapes.is_some_and(|n| n >= 1), "{line}");
+            assert!(!line.contains("failed"), "{line}");
+        }
     }
     // --external: the engine is a `kstage run` process of its own.
     let mut engine = Spawned::start(&[
