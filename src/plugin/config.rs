@@ -172,6 +172,52 @@ pub fn parse_quantity(value: &serde_json::Value) -> Option<u64> {
     number.checked_mul(factor)
 }
 
+/// A `sha256` field: 64 hex digits, as text (YAML reads a digest of digits only as a
+/// number: refused with a hint). Lower case.
+pub(super) fn parse_sha256(value: &serde_json::Value, at: &str) -> Result<String, String> {
+    let serde_json::Value::String(text) = value else {
+        return Err(format!(
+            "{at}: not text (YAML read it as a number): quote the digest"
+        ));
+    };
+    let sha = text.to_ascii_lowercase();
+    if sha.len() != 64 || !sha.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(format!("{at}: not a sha256 (64 hex digits)"));
+    }
+    Ok(sha)
+}
+
+/// A plugin's limits and grants from its `wasi`, `timeout`, `memory` and
+/// `warmInstances` fields (`at(field)` names a field in errors); unset ones keep their
+/// defaults.
+pub(super) fn settings(
+    grants: Grants,
+    timeout: Option<&str>,
+    memory: Option<&serde_json::Value>,
+    warm: Option<usize>,
+    at: &dyn Fn(&str) -> String,
+) -> Result<Settings, String> {
+    let mut settings = Settings {
+        grants,
+        ..Settings::default()
+    };
+    if let Some(timeout) = timeout {
+        let nanos = parse_go_duration(timeout)
+            .filter(|n| *n > 0)
+            .ok_or_else(|| format!("{}: {timeout:?} is not a positive duration", at("timeout")))?;
+        settings.timeout = Duration::from_nanos(nanos as u64);
+    }
+    if let Some(memory) = memory {
+        settings.memory = parse_quantity(memory)
+            .filter(|m| *m > 0)
+            .ok_or_else(|| format!("{}: {memory} is not a size (e.g. 64Mi)", at("memory")))?;
+    }
+    if let Some(warm) = warm {
+        settings.warm = warm;
+    }
+    Ok(settings)
+}
+
 impl PluginConfig {
     /// Read a config file.
     pub fn read(path: &Path) -> Result<Self, ConfigError> {
@@ -211,21 +257,11 @@ impl PluginConfig {
             if config.plugins.iter().any(|p| p.name == plugin.name) {
                 return Err(format!("{}: {:?} is listed twice", at("name"), plugin.name));
             }
-            let sha256 = match plugin.sha256 {
-                None => None,
-                Some(serde_json::Value::String(s)) => Some(s.to_ascii_lowercase()),
-                Some(_) => {
-                    return Err(format!(
-                        "{}: not text (YAML read it as a number): quote the digest",
-                        at("sha256")
-                    ));
-                }
-            };
-            if let Some(sha) = &sha256
-                && (sha.len() != 64 || !sha.bytes().all(|b| b.is_ascii_hexdigit()))
-            {
-                return Err(format!("{}: not a sha256 (64 hex digits)", at("sha256")));
-            }
+            let sha256 = plugin
+                .sha256
+                .as_ref()
+                .map(|v| parse_sha256(v, &at("sha256")))
+                .transpose()?;
             let path = match (plugin.path, plugin.url) {
                 (Some(path), None) => base.join(path),
                 (None, Some(url)) => {
@@ -240,26 +276,13 @@ impl PluginConfig {
                 }
                 (None, None) => return Err(format!("{}: `path` is required", at("path"))),
             };
-            let mut settings = Settings {
-                grants: plugin.wasi,
-                ..Settings::default()
-            };
-            if let Some(timeout) = &plugin.timeout {
-                let nanos = parse_go_duration(timeout)
-                    .filter(|n| *n > 0)
-                    .ok_or_else(|| {
-                        format!("{}: {timeout:?} is not a positive duration", at("timeout"))
-                    })?;
-                settings.timeout = Duration::from_nanos(nanos as u64);
-            }
-            if let Some(memory) = &plugin.memory {
-                settings.memory = parse_quantity(memory).filter(|m| *m > 0).ok_or_else(|| {
-                    format!("{}: {memory} is not a size (e.g. 64Mi)", at("memory"))
-                })?;
-            }
-            if let Some(warm) = plugin.warm_instances {
-                settings.warm = warm;
-            }
+            let settings = settings(
+                plugin.wasi,
+                plugin.timeout.as_deref(),
+                plugin.memory.as_ref(),
+                plugin.warm_instances,
+                &at,
+            )?;
             config.plugins.push(PluginSpec {
                 name: plugin.name,
                 path,

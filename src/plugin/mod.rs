@@ -21,6 +21,7 @@ pub mod fetch;
 pub mod host;
 pub mod invoke;
 pub mod loaded;
+pub mod resource;
 pub mod runtime;
 pub mod set;
 pub mod watch;
