@@ -229,7 +229,7 @@ pub(super) fn run(mut args: BenchArgs) -> anyhow::Result<ExitCode> {
                     let started = crate::daemon::Daemon::start(
                         std::sync::Arc::new(cluster),
                         stages,
-                        None,
+                        crate::daemon::Resources::default(),
                         renderer,
                         engine_config,
                         crate::decide::Deciders::default(),

@@ -81,6 +81,11 @@ pub struct RunArgs {
     /// take effect without a restart).
     #[arg(long)]
     stage_crds: bool,
+    /// Also take plugins from the cluster's StagePlugin resources (`kstage.dev/v1alpha1`,
+    /// CRD in deploy/crds): fetched, checked against their sha256, hot-swapped, with their
+    /// status written; beside the `--config` file's.
+    #[arg(long)]
+    plugin_crds: bool,
     /// How the engine runs.
     #[command(flatten)]
     engine: EngineArgs,
@@ -187,31 +192,59 @@ fn default_identity() -> String {
 /// The plugins of a `--config` file, if any.
 struct Plugins {
     deciders: crate::decide::Deciders,
-    loaded: Option<(Arc<crate::plugin::PluginSet>, PathBuf)>,
+    loaded: Option<Arc<crate::plugin::PluginSet>>,
+    /// The `--config` file, if any (a set for StagePlugin resources alone has none).
+    file: Option<PathBuf>,
 }
 
 impl Plugins {
-    fn load(path: Option<&std::path::Path>, clock: Arc<dyn Clock>) -> anyhow::Result<Self> {
-        let Some(path) = path else {
-            return Ok(Self {
-                deciders: crate::decide::Deciders::default(),
-                loaded: None,
-            });
+    /// The `--config` file's plugins; with `resources` (`--plugin-crds`) a set even
+    /// without a file, for the StagePlugin resources to join.
+    fn load(
+        path: Option<&std::path::Path>,
+        resources: bool,
+        clock: Arc<dyn Clock>,
+    ) -> anyhow::Result<Self> {
+        let config = match path {
+            Some(path) => crate::plugin::config::PluginConfig::read(path)
+                .with_context(|| format!("cannot read {}", path.display()))?,
+            None if resources => crate::plugin::config::PluginConfig::default(),
+            None => {
+                return Ok(Self {
+                    deciders: crate::decide::Deciders::default(),
+                    loaded: None,
+                    file: None,
+                });
+            }
         };
-        let config = crate::plugin::config::PluginConfig::read(path)
-            .with_context(|| format!("cannot read {}", path.display()))?;
         let set = super::plugin::load_set(config, clock, None)?;
         Ok(Self {
             deciders: set.deciders(),
-            loaded: Some((set, path.to_owned())),
+            loaded: Some(set),
+            file: path.map(ToOwned::to_owned),
         })
+    }
+
+    /// The cluster resources played besides the objects.
+    fn resources(&self, stages: bool, plugins: bool) -> crate::daemon::Resources {
+        crate::daemon::Resources {
+            stages: stages.then(|| self.stage_resources()),
+            plugins: match (&self.loaded, plugins) {
+                (Some(set), true) => Some(crate::daemon::plugins::PluginResources {
+                    set: set.clone(),
+                    cache: crate::plugin::fetch::cache_dir(),
+                    written: Arc::default(),
+                }),
+                _ => None,
+            },
+        }
     }
 
     /// Stage resources played live, with the plugin names they may bind.
     fn stage_resources(&self) -> crate::daemon::StageResources {
         match &self.loaded {
             None => crate::daemon::StageResources::without_plugins(),
-            Some((set, _)) => {
+            Some(set) => {
                 let set = set.clone();
                 crate::daemon::StageResources {
                     known_plugin: Arc::new(move |name| set.plugin(name).is_some()),
@@ -226,7 +259,7 @@ impl Plugins {
         &self,
         engine: &Arc<crate::engine::Engine<KubeCluster>>,
     ) -> anyhow::Result<Option<crate::plugin::watch::Watcher>> {
-        let Some((set, path)) = &self.loaded else {
+        let (Some(set), Some(path)) = (&self.loaded, &self.file) else {
             return Ok(None);
         };
         let on_reload = {
@@ -387,7 +420,11 @@ pub(super) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let env = template_env(clock.clone(), args.engine.cidr.as_deref())?;
     let renderer = Renderer::new(env.clone());
     let files = stage_files(&args.stages, &renderer)?;
-    let plugins = Plugins::load(args.engine.config.as_deref(), clock.clone())?;
+    let plugins = Plugins::load(
+        args.engine.config.as_deref(),
+        args.plugin_crds,
+        clock.clone(),
+    )?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -430,7 +467,7 @@ pub(super) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         let daemon = Daemon::start(
             cluster,
             files,
-            args.stage_crds.then(|| plugins.stage_resources()),
+            plugins.resources(args.stage_crds, args.plugin_crds),
             renderer,
             engine_config(&args.engine, clock, &env),
             plugins.deciders.clone(),
@@ -476,7 +513,7 @@ pub(super) fn up(args: UpArgs) -> anyhow::Result<ExitCode> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let env = template_env(clock.clone(), args.engine.cidr.as_deref())?;
     let renderer = Renderer::new(env.clone());
-    let plugins = Plugins::load(args.engine.config.as_deref(), clock.clone())?;
+    let plugins = Plugins::load(args.engine.config.as_deref(), false, clock.clone())?;
     let files = if args.stages.is_empty() {
         builtin_stages(&renderer)?
     } else {
@@ -504,7 +541,10 @@ pub(super) fn up(args: UpArgs) -> anyhow::Result<ExitCode> {
         let daemon = Daemon::start(
             cluster,
             files,
-            Some(plugins.stage_resources()),
+            crate::daemon::Resources {
+                stages: Some(plugins.stage_resources()),
+                plugins: None,
+            },
             renderer,
             engine_config(&args.engine, clock, &env),
             plugins.deciders.clone(),
@@ -613,7 +653,7 @@ async fn serve(
     };
     let rest = engine.cluster().rest_metrics();
     let mut probes = crate::serve::Probes::for_engine(engine.clone(), Vec::new(), Some(rest));
-    if let Some((set, _)) = &plugins.loaded {
+    if let Some(set) = &plugins.loaded {
         probes = probes.with_collector(Box::new(PluginCollector(set.clone())));
     }
     if let Some(held) = leases {

@@ -7,6 +7,7 @@
 //! a restart. A Stage resource that does not compile is left out, with its problems
 //! logged and written to its status ([`status`]); the others keep working.
 
+pub mod plugins;
 pub mod status;
 
 use std::collections::BTreeMap;
@@ -37,6 +38,7 @@ pub struct Daemon {
     engine: Arc<Engine<KubeCluster>>,
     tasks: Vec<JoinHandle<()>>,
     stage_events: tokio::sync::watch::Receiver<u64>,
+    plugin_events: tokio::sync::watch::Receiver<u64>,
 }
 
 impl std::fmt::Debug for Daemon {
@@ -46,15 +48,20 @@ impl std::fmt::Debug for Daemon {
 }
 
 impl Daemon {
-    /// Start playing `files` (and the cluster's Stage resources with `stage_crds`).
+    /// Start playing `files` (and the cluster's Stage resources with `stage_crds`, its
+    /// StagePlugin resources with `plugin_crds`).
     pub fn start(
         cluster: Arc<KubeCluster>,
         files: Vec<Stage>,
-        stage_crds: Option<StageResources>,
+        resources: Resources,
         renderer: Renderer,
         config: EngineConfig,
         deciders: Deciders,
     ) -> Self {
+        let Resources {
+            stages: stage_crds,
+            plugins: plugin_crds,
+        } = resources;
         let files: Vec<Arc<Stage>> = files.into_iter().map(Arc::new).collect();
         let engine = Engine::with_deciders(
             cluster.clone(),
@@ -67,16 +74,26 @@ impl Daemon {
         if let Some(resources) = stage_crds {
             let live = LiveStages::new(files, renderer, resources.known_plugin);
             tasks.push(tokio::spawn(play_stage_resources(
-                cluster,
+                cluster.clone(),
                 engine.clone(),
                 live,
                 handled,
+            )));
+        }
+        let (plugins_handled, plugin_events) = tokio::sync::watch::channel(0);
+        if let Some(plugins) = plugin_crds {
+            tasks.push(tokio::spawn(plugins::play_plugin_resources(
+                cluster,
+                engine.clone(),
+                plugins,
+                plugins_handled,
             )));
         }
         Self {
             engine,
             tasks,
             stage_events,
+            plugin_events,
         }
     }
 
@@ -89,6 +106,12 @@ impl Daemon {
     /// the status written where it needed to be); the initial list counts as one.
     pub fn stage_events(&self) -> tokio::sync::watch::Receiver<u64> {
         self.stage_events.clone()
+    }
+
+    /// How many StagePlugin watch events have been handled (reconciled when the spec
+    /// changed; the initial list counts as one).
+    pub fn plugin_events(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.plugin_events.clone()
     }
 
     /// Stop gracefully within `grace`: no new Stage starts, those being played are
@@ -111,6 +134,15 @@ impl Daemon {
             t.abort();
         }
     }
+}
+
+/// The cluster resources a daemon plays besides the objects.
+#[derive(Debug, Clone, Default)]
+pub struct Resources {
+    /// Stage resources (`--stage-crds`).
+    pub stages: Option<StageResources>,
+    /// StagePlugin resources (`--plugin-crds`).
+    pub plugins: Option<plugins::PluginResources>,
 }
 
 /// Names a configured plugin has (for the `UnknownPlugin` status).

@@ -58,7 +58,7 @@ impl Compiled {
         Self {
             ok: false,
             reason: "Invalid",
-            message: cut(list.join("; ")),
+            message: list.join("; "),
         }
     }
 
@@ -80,12 +80,8 @@ impl Compiled {
         (!unknown.is_empty()).then(|| Self {
             ok: false,
             reason: "UnknownPlugin",
-            message: cut(unknown.join("; ")),
+            message: unknown.join("; "),
         })
-    }
-
-    fn status(&self) -> &'static str {
-        if self.ok { "True" } else { "False" }
     }
 }
 
@@ -101,46 +97,103 @@ fn cut(mut message: String) -> String {
     message
 }
 
+/// One condition to write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Condition {
+    /// Its `type`.
+    pub kind: &'static str,
+    /// `True` or `False`; `None`: `Unknown`.
+    pub ok: Option<bool>,
+    /// CamelCase reason.
+    pub reason: String,
+    /// For people (cut at 4 KiB).
+    pub message: String,
+}
+
+impl Condition {
+    fn status(&self) -> &'static str {
+        match self.ok {
+            Some(true) => "True",
+            Some(false) => "False",
+            None => "Unknown",
+        }
+    }
+}
+
 /// The merge patch of `object`'s status subresource that makes it say `compiled`, or
 /// `None` when it already does. Other condition types are kept as they are.
 pub fn patch(object: &Value, compiled: &Compiled, now: DateTime<Utc>) -> Option<Value> {
+    let condition = Condition {
+        kind: COMPILED,
+        ok: Some(compiled.ok),
+        reason: compiled.reason.to_owned(),
+        message: compiled.message.clone(),
+    };
+    patch_status(object, &[condition], &serde_json::Map::new(), now)
+}
+
+/// The merge patch of `object`'s status subresource that makes its conditions of the
+/// types in `wanted` say what they say and its top-level status `fields` hold their
+/// values (with `observedGeneration`), or `None` when it already does. Conditions of
+/// other types are kept as they are.
+pub fn patch_status(
+    object: &Value,
+    wanted: &[Condition],
+    fields: &serde_json::Map<String, Value>,
+    now: DateTime<Utc>,
+) -> Option<Value> {
     let generation = object.pointer("/metadata/generation").cloned();
     let conditions = object
         .pointer("/status/conditions")
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
-    let current = conditions.iter().find(|c| c["type"] == COMPILED);
-    let same_condition = current.is_some_and(|c| {
-        c["status"] == compiled.status()
-            && c["reason"] == compiled.reason
-            && c["message"] == compiled.message.as_str()
-    });
+    let current = |kind: &str| conditions.iter().find(|c| c["type"] == kind);
+    let said = |w: &Condition| {
+        current(w.kind).is_some_and(|c| {
+            c["status"] == w.status()
+                && c["reason"] == w.reason.as_str()
+                && c["message"] == cut(w.message.clone()).as_str()
+        })
+    };
+    let status = object.get("status");
+    let same_fields = fields
+        .iter()
+        .all(|(k, v)| status.and_then(|s| s.get(k)) == Some(v));
     let observed = object.pointer("/status/observedGeneration").cloned();
-    if same_condition && observed == generation {
+    if wanted.iter().all(said) && same_fields && observed == generation {
         return None;
     }
-    let since = current
-        .filter(|c| c["status"] == compiled.status())
-        .and_then(|c| c.get("lastTransitionTime").cloned())
-        .unwrap_or_else(|| json!(now.to_rfc3339_opts(SecondsFormat::Secs, true)));
-    let mut condition = json!({
-        "type": COMPILED,
-        "status": compiled.status(),
-        "reason": compiled.reason,
-        "message": compiled.message,
-        "lastTransitionTime": since,
-    });
-    if let Some(g) = &generation {
-        condition["observedGeneration"] = g.clone();
-    }
+    let written: Vec<Value> = wanted
+        .iter()
+        .map(|w| {
+            let since = current(w.kind)
+                .filter(|c| c["status"] == w.status())
+                .and_then(|c| c.get("lastTransitionTime").cloned())
+                .unwrap_or_else(|| json!(now.to_rfc3339_opts(SecondsFormat::Secs, true)));
+            let mut condition = json!({
+                "type": w.kind,
+                "status": w.status(),
+                "reason": w.reason,
+                "message": cut(w.message.clone()),
+                "lastTransitionTime": since,
+            });
+            if let Some(g) = &generation {
+                condition["observedGeneration"] = g.clone();
+            }
+            condition
+        })
+        .collect();
     let conditions: Vec<Value> = conditions
         .iter()
-        .filter(|c| c["type"] != COMPILED)
+        .filter(|c| !wanted.iter().any(|w| c["type"] == w.kind))
         .cloned()
-        .chain(std::iter::once(condition))
+        .chain(written)
         .collect();
     let mut status = json!({"conditions": conditions});
+    for (k, v) in fields {
+        status[k] = v.clone();
+    }
     if let Some(g) = generation {
         status["observedGeneration"] = g;
     }
@@ -221,12 +274,25 @@ mod tests {
     #[test]
     fn long_messages_are_cut_on_a_character_boundary() {
         let problems = vec![FieldError::new("spec", "é".repeat(MAX_MESSAGE))];
-        let message = Compiled::invalid(&problems).message;
+        let object = json!({"metadata": {"name": "s"}});
+        let compiled = Compiled::invalid(&problems);
+        let written = patch(&object, &compiled, now()).expect("a write");
+        let message = written["status"]["conditions"][0]["message"]
+            .as_str()
+            .expect("message")
+            .to_owned();
         assert!(
             message.len() <= MAX_MESSAGE + " …".len(),
             "{}",
             message.len()
         );
         assert!(message.ends_with(" …"));
+        let mut object = object;
+        object["status"] = written["status"].clone();
+        assert_eq!(
+            patch(&object, &compiled, now()),
+            None,
+            "a cut message is the same"
+        );
     }
 }

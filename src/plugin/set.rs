@@ -67,9 +67,14 @@ struct Slot {
     plugin: Arc<Plugin>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct Snapshot {
+    /// What serves: `file` and `resources` together.
     config: PluginConfig,
+    /// The `--config` file's plugins and bindings.
+    file: PluginConfig,
+    /// The StagePlugin resources' (see `daemon::plugins`).
+    resources: PluginConfig,
     slots: HashMap<String, Slot>,
 }
 
@@ -90,6 +95,42 @@ impl std::fmt::Debug for PluginSet {
         f.debug_struct("PluginSet")
             .field("plugins", &self.snapshot().slots.keys().collect::<Vec<_>>())
             .finish_non_exhaustive()
+    }
+}
+
+/// The `--config` file's plugins and bindings with the resources': a name or a binding
+/// both have is an error naming the resource's plugin.
+fn combine(file: &PluginConfig, resources: &PluginConfig) -> Result<PluginConfig, Vec<LoadError>> {
+    let mut config = file.clone();
+    let mut errors = Vec::new();
+    for spec in &resources.plugins {
+        if file.plugins.iter().any(|p| p.name == spec.name) {
+            errors.push(LoadError {
+                plugin: spec.name.clone(),
+                path: spec.path.clone(),
+                problem: "the --config file has a plugin of this name too: define it one way only"
+                    .to_owned(),
+            });
+        } else {
+            config.plugins.push(spec.clone());
+        }
+    }
+    for (capability, name) in &resources.bindings {
+        match file.bindings.get(capability) {
+            Some(other) => errors.push(LoadError {
+                plugin: name.clone(),
+                path: Default::default(),
+                problem: format!("the --config file binds {capability} to {other:?} already"),
+            }),
+            None => {
+                config.bindings.insert(*capability, name.clone());
+            }
+        }
+    }
+    if errors.is_empty() {
+        Ok(config)
+    } else {
+        Err(errors)
     }
 }
 
@@ -118,8 +159,12 @@ impl PluginSet {
             metrics: SetMetrics::default(),
         };
         let (slots, _) = set.build_slots(&Snapshot::default(), &config)?;
-        *set.current.write().unwrap_or_else(PoisonError::into_inner) =
-            Arc::new(Snapshot { config, slots });
+        *set.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(Snapshot {
+            file: config.clone(),
+            config,
+            resources: PluginConfig::default(),
+            slots,
+        });
         Ok(Arc::new(set))
     }
 
@@ -149,11 +194,26 @@ impl PluginSet {
         self.snapshot().slots.get(name).map(|s| s.plugin.clone())
     }
 
-    /// The folders holding the plugin files (what a watcher watches).
+    /// The plugin bound to `capability` for every Stage (by the file or a resource).
+    pub fn bound_to(&self, capability: Capability) -> Option<String> {
+        self.snapshot().config.bindings.get(&capability).cloned()
+    }
+
+    /// Whether the `--config` file has a plugin named `name`.
+    pub fn file_has(&self, name: &str) -> bool {
+        self.snapshot().file.plugins.iter().any(|p| p.name == name)
+    }
+
+    /// The plugin the `--config` file binds `capability` to, if any.
+    pub fn file_binding(&self, capability: Capability) -> Option<String> {
+        self.snapshot().file.bindings.get(&capability).cloned()
+    }
+
+    /// The folders holding the `--config` file's plugin files (what a watcher watches).
     pub fn folders(&self) -> Vec<std::path::PathBuf> {
         let mut folders: Vec<_> = self
             .snapshot()
-            .config
+            .file
             .plugins
             .iter()
             .map(|p| {
@@ -236,22 +296,51 @@ impl PluginSet {
     /// Take a new config (SIGHUP): plugins added are loaded, removed ones dropped,
     /// changed ones reloaded, bindings replaced. A new plugin that fails to load rejects
     /// the whole config; the old one stays.
-    pub fn reconfigure(&self, config: PluginConfig) -> Result<Reload, Vec<LoadError>> {
+    pub fn reconfigure(&self, file: PluginConfig) -> Result<Reload, Vec<LoadError>> {
         let _guard = self
             .reloading
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
+        let resources = self.snapshot().resources.clone();
+        self.install(file, resources)
+    }
+
+    /// Take the StagePlugin resources' plugins and bindings, beside the `--config`
+    /// file's: as [`PluginSet::reconfigure`], all or nothing; a name or a binding the file
+    /// has too is an error naming the plugin.
+    pub fn reconfigure_resources(&self, resources: PluginConfig) -> Result<Reload, Vec<LoadError>> {
+        let _guard = self
+            .reloading
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let file = self.snapshot().file.clone();
+        self.install(file, resources)
+    }
+
+    /// Serve `file` and `resources` together (the caller holds `reloading`).
+    fn install(
+        &self,
+        file: PluginConfig,
+        resources: PluginConfig,
+    ) -> Result<Reload, Vec<LoadError>> {
         let old = self.snapshot();
-        let (slots, mut report) = self.build_slots(&old, &config).inspect_err(|_| {
+        let reject = |errors: Vec<LoadError>| {
             self.metrics.rejections.fetch_add(1, Ordering::Relaxed);
-        })?;
+            errors
+        };
+        let config = combine(&file, &resources).map_err(reject)?;
+        let (slots, mut report) = self.build_slots(&old, &config).map_err(reject)?;
         report.selectors_changed |= old.config.bindings.get(&Capability::Selector)
             != config.bindings.get(&Capability::Selector);
         self.metrics
             .swaps
             .fetch_add(report.swapped.len() as u64, Ordering::Relaxed);
-        *self.current.write().unwrap_or_else(PoisonError::into_inner) =
-            Arc::new(Snapshot { config, slots });
+        *self.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(Snapshot {
+            config,
+            file,
+            resources,
+            slots,
+        });
         self.forget_unused();
         Ok(report)
     }
@@ -353,6 +442,7 @@ impl PluginSet {
             *current = Arc::new(Snapshot {
                 config: config.clone(),
                 slots,
+                ..Snapshot::clone(&current)
             });
             drop(current);
             self.metrics

@@ -283,7 +283,10 @@ async fn a_stage_resource_changed_mid_run_reroutes_its_objects() {
     let daemon = kstage::daemon::Daemon::start(
         cluster,
         Vec::new(),
-        Some(kstage::daemon::StageResources::without_plugins()),
+        kstage::daemon::Resources {
+            stages: Some(kstage::daemon::StageResources::without_plugins()),
+            plugins: None,
+        },
         renderer,
         EngineConfig {
             workers: 4,

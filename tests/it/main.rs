@@ -19,6 +19,7 @@ mod remote;
 mod replicas;
 mod serve;
 mod sim;
+mod stage_plugins;
 mod stage_status;
 
 use std::path::PathBuf;

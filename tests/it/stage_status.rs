@@ -54,7 +54,10 @@ async fn daemon(server: &ApiServer) -> Daemon {
     Daemon::start(
         cluster,
         Vec::new(),
-        Some(resources),
+        kstage::daemon::Resources {
+            stages: Some(resources),
+            plugins: None,
+        },
         renderer(),
         EngineConfig {
             workers: 2,

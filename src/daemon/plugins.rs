@@ -1,0 +1,590 @@
+//! StagePlugin resources (`kstage run --plugin-crds`): each one's component is fetched (a
+//! ConfigMap key read through the API, or a download), checked against its `sha256`,
+//! validated and hot-swapped into the plugin set beside the `--config` file's plugins;
+//! its status, and a Warning Event when something failed, say what happened.
+//!
+//! A version that cannot be fetched, does not match its digest or fails validation
+//! leaves the previous version serving (if there was one). Deleting a StagePlugin
+//! unbinds it: the built-in behaviour resumes. A ConfigMap edited in place is fetched
+//! again (each referenced ConfigMap is watched by name).
+//!
+//! Every change reconciles every StagePlugin (there are a few): the outcome depends only
+//! on the resources, the ConfigMaps and the file config, so replicas reach the same
+//! status and write it once (see [`super::status`]).
+//!
+//! Conditions: `Fetched` (reasons `Fetched`, `InvalidSpec`, `FetchFailed`,
+//! `DigestMismatch`), `Validated` (`Validated`, `ValidationFailed`, `NameConflict`,
+//! `BindConflict`; `Unknown` when nothing was fetched), `Ready` (`Serving`, else the
+//! failure's reason). `status.digest`, `version` and `interfaceVersion` describe the
+//! version serving.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use base64::Engine as _;
+use serde_json::{Map, Value, json};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use super::status::{Condition, patch_status};
+use crate::cluster::client::KubeCluster;
+use crate::cluster::{Cluster, EventRequest, ObjectKey, PatchRequest, WatchEvent};
+use crate::engine::Engine;
+use crate::patch::PatchType;
+use crate::plugin::config::{PluginConfig, PluginSpec};
+use crate::plugin::resource::{ResourcePlugin, Source, stage_plugin_resource};
+use crate::plugin::runtime::digest;
+use crate::plugin::{Capability, PluginSet};
+
+/// What `--plugin-crds` needs.
+#[derive(Debug, Clone)]
+pub struct PluginResources {
+    /// The set the plugins are swapped into (the engine's deciders are built on it).
+    pub set: Arc<PluginSet>,
+    /// Where fetched components are kept, by digest.
+    pub cache: PathBuf,
+    /// Status writes made (for tests and metrics).
+    pub written: Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// Why a StagePlugin's spec is not what serves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Failure {
+    /// `Fetched` or `Validated`.
+    condition: &'static str,
+    reason: &'static str,
+    message: String,
+}
+
+impl Failure {
+    fn fetch(reason: &'static str, message: String) -> Self {
+        Self {
+            condition: "Fetched",
+            reason,
+            message,
+        }
+    }
+
+    fn validate(reason: &'static str, message: String) -> Self {
+        Self {
+            condition: "Validated",
+            reason,
+            message,
+        }
+    }
+}
+
+/// A StagePlugin's plugin as the set takes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Candidate {
+    spec: PluginSpec,
+    bind: Vec<Capability>,
+}
+
+struct Controller {
+    cluster: Arc<KubeCluster>,
+    engine: Arc<Engine<KubeCluster>>,
+    set: Arc<PluginSet>,
+    cache: PathBuf,
+    /// The StagePlugin objects, by name.
+    objects: BTreeMap<String, Arc<Value>>,
+    /// What serves for each, as last accepted.
+    serving: BTreeMap<String, Candidate>,
+    /// A watch per referenced ConfigMap (namespace, name).
+    config_maps: HashMap<(String, String), JoinHandle<()>>,
+    nudge: mpsc::UnboundedSender<()>,
+    written: Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// Watch the StagePlugin resources (and the ConfigMaps they name) and keep the plugin set
+/// and their status in line; `handled` counts the StagePlugin watch events handled.
+pub(super) async fn play_plugin_resources(
+    cluster: Arc<KubeCluster>,
+    engine: Arc<Engine<KubeCluster>>,
+    resources: PluginResources,
+    handled: tokio::sync::watch::Sender<u64>,
+) {
+    let (nudge, mut nudged) = mpsc::unbounded_channel();
+    let mut controller = Controller {
+        cluster: cluster.clone(),
+        engine,
+        set: resources.set,
+        cache: resources.cache,
+        objects: BTreeMap::new(),
+        serving: BTreeMap::new(),
+        config_maps: HashMap::new(),
+        nudge,
+        written: resources.written,
+    };
+    let mut events = cluster.watch(&stage_plugin_resource());
+    loop {
+        tokio::select! {
+            event = events.recv() => {
+                let Some(event) = event else { break };
+                // A status write (this replica's or another's) or a label changes
+                // nothing to reconcile.
+                if controller.take(event) {
+                    controller.reconcile().await;
+                }
+                handled.send_modify(|n| *n += 1);
+            }
+            Some(()) = nudged.recv() => {
+                // A burst of ConfigMap events is one reconciliation.
+                while nudged.try_recv().is_ok() {}
+                controller.reconcile().await;
+            }
+        }
+    }
+    for (_, task) in controller.config_maps.drain() {
+        task.abort();
+    }
+}
+
+impl Controller {
+    /// Take a watch event: whether the plugins to serve may have changed (a restart, a
+    /// deletion, a new `spec`).
+    fn take(&mut self, event: WatchEvent) -> bool {
+        let name = |o: &Value| {
+            o.pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned()
+        };
+        match event {
+            WatchEvent::Restarted(all) => {
+                self.objects = all.into_iter().map(|o| (name(&o), o)).collect();
+                true
+            }
+            WatchEvent::Applied(o) => {
+                let same = self
+                    .objects
+                    .get(&name(&o))
+                    .is_some_and(|old| old.get("spec") == o.get("spec"));
+                self.objects.insert(name(&o), o);
+                !same
+            }
+            WatchEvent::Deleted(o) => self.objects.remove(&name(&o)).is_some(),
+        }
+    }
+
+    async fn reconcile(&mut self) {
+        let mut wanted: BTreeMap<String, Result<Candidate, Failure>> = BTreeMap::new();
+        let mut referenced = Vec::new();
+        for (name, object) in &self.objects {
+            let parsed = ResourcePlugin::parse(object);
+            if let Ok(ResourcePlugin {
+                source:
+                    Source::ConfigMap {
+                        namespace, name, ..
+                    },
+                ..
+            }) = &parsed
+            {
+                referenced.push((namespace.clone(), name.clone()));
+            }
+            let candidate = match parsed {
+                Err(e) => Err(Failure::fetch("InvalidSpec", e)),
+                Ok(plugin) => self.fetch(&plugin).await.map(|path| Candidate {
+                    spec: PluginSpec {
+                        name: plugin.name.clone(),
+                        path,
+                        sha256: Some(plugin.sha256.clone()),
+                        settings: plugin.settings.clone(),
+                        policies: plugin.policies,
+                    },
+                    bind: plugin.bind.clone(),
+                }),
+            };
+            wanted.insert(name.clone(), candidate);
+        }
+        self.watch_config_maps(referenced);
+        let mut failures: BTreeMap<String, Failure> = BTreeMap::new();
+        // Name and binding conflicts, decided before loading anything: with the file
+        // config, then between resources in name order (the first keeps the binding).
+        let mut bound: BTreeMap<Capability, String> = BTreeMap::new();
+        for (name, candidate) in &wanted {
+            let Ok(candidate) = candidate else { continue };
+            if self.set.file_has(name) {
+                failures.insert(
+                    name.clone(),
+                    Failure::validate(
+                        "NameConflict",
+                        "the --config file has a plugin of this name too: define it one way only"
+                            .into(),
+                    ),
+                );
+                continue;
+            }
+            for capability in &candidate.bind {
+                let holder = self
+                    .set
+                    .file_binding(*capability)
+                    .map(|p| format!("the --config file binds it to {p:?}"))
+                    .or_else(|| {
+                        bound
+                            .get(capability)
+                            .map(|p| format!("StagePlugin {p:?} binds it"))
+                    });
+                if let Some(holder) = holder {
+                    failures.insert(
+                        name.clone(),
+                        Failure::validate(
+                            "BindConflict",
+                            format!("spec.bind: {capability}: {holder}"),
+                        ),
+                    );
+                }
+            }
+            if !failures.contains_key(name) {
+                for capability in &candidate.bind {
+                    bound.insert(*capability, name.clone());
+                }
+            }
+        }
+        for (name, candidate) in &wanted {
+            if let Err(failure) = candidate {
+                failures.insert(name.clone(), failure.clone());
+            }
+        }
+        // What to serve: the wanted version, else the one serving (kept), else nothing.
+        let mut chosen: BTreeMap<String, Candidate> = BTreeMap::new();
+        for name in self.objects.keys() {
+            match (&wanted[name], failures.contains_key(name)) {
+                (Ok(candidate), false) => {
+                    chosen.insert(name.clone(), candidate.clone());
+                }
+                _ => {
+                    if let Some(serving) = self.serving.get(name) {
+                        chosen.insert(name.clone(), serving.clone());
+                    }
+                }
+            }
+        }
+        // Install; a plugin the set rejects falls back to its serving version (or out),
+        // and the rest is tried again: each round has one plugin fewer to blame.
+        loop {
+            let config = PluginConfig {
+                plugins: chosen.values().map(|c| c.spec.clone()).collect(),
+                bindings: chosen
+                    .iter()
+                    .flat_map(|(name, c)| c.bind.iter().map(move |cap| (*cap, name.clone())))
+                    .collect(),
+            };
+            let set = self.set.clone();
+            let installed =
+                tokio::task::spawn_blocking(move || set.reconfigure_resources(config)).await;
+            let errors = match installed {
+                Ok(Ok(report)) => {
+                    if !report.swapped.is_empty() {
+                        tracing::info!(plugins = ?report.swapped, "StagePlugin versions swapped in");
+                    }
+                    if report.selectors_changed {
+                        // Objects are matched again under the new selection.
+                        let stages = (*self.engine.stages()).clone();
+                        let _ = self.engine.set_stages(stages);
+                    }
+                    break;
+                }
+                Ok(Err(errors)) => errors,
+                Err(e) => {
+                    tracing::error!("StagePlugin install failed: {e}");
+                    return;
+                }
+            };
+            for e in errors {
+                let name = e.plugin.clone();
+                failures
+                    .entry(name.clone())
+                    .or_insert_with(|| Failure::validate("ValidationFailed", e.problem.clone()));
+                let fallback = self
+                    .serving
+                    .get(&name)
+                    .filter(|s| chosen.get(&name) != Some(*s));
+                match fallback {
+                    Some(serving) => {
+                        chosen.insert(name, serving.clone());
+                    }
+                    None => {
+                        chosen.remove(&name);
+                    }
+                }
+            }
+        }
+        self.serving = chosen;
+        let objects: Vec<Arc<Value>> = self.objects.values().cloned().collect();
+        for object in objects {
+            let name = object["metadata"]["name"].as_str().unwrap_or("").to_owned();
+            self.write_status(&object, failures.get(&name)).await;
+        }
+    }
+
+    /// The cached file of `plugin`'s component, fetched and checked.
+    async fn fetch(&self, plugin: &ResourcePlugin) -> Result<PathBuf, Failure> {
+        match &plugin.source {
+            Source::Url(url) => {
+                let (url, sha, cache) = (url.clone(), plugin.sha256.clone(), self.cache.clone());
+                let fetched = tokio::task::spawn_blocking(move || {
+                    crate::plugin::fetch::fetch(&url, &sha, &cache)
+                })
+                .await
+                .map_err(|e| Failure::fetch("FetchFailed", e.to_string()))?;
+                fetched.map_err(|e| {
+                    let reason = if e.contains("sha256 mismatch") {
+                        "DigestMismatch"
+                    } else {
+                        "FetchFailed"
+                    };
+                    Failure::fetch(reason, e)
+                })
+            }
+            Source::ConfigMap {
+                namespace,
+                name,
+                key,
+            } => {
+                let at = format!("ConfigMap {namespace}/{name}");
+                let object = self
+                    .cluster
+                    .get(&ObjectKey {
+                        api_version: "v1".into(),
+                        kind: "ConfigMap".into(),
+                        namespace: namespace.clone(),
+                        name: name.clone(),
+                    })
+                    .await
+                    .map_err(|e| Failure::fetch("FetchFailed", format!("{at}: {}", e.message)))?;
+                let text = object
+                    .pointer("/binaryData")
+                    .and_then(|d| d.get(key))
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| {
+                        Failure::fetch("FetchFailed", format!("{at}: no key {key:?} in binaryData"))
+                    })?;
+                let bytes = base64::engine::general_purpose::STANDARD
+                    .decode(text)
+                    .map_err(|e| {
+                        Failure::fetch("FetchFailed", format!("{at}: binaryData.{key}: {e}"))
+                    })?;
+                let found = digest(&bytes);
+                if found != plugin.sha256 {
+                    return Err(Failure::fetch(
+                        "DigestMismatch",
+                        format!(
+                            "{at} key {key}: sha256 is {found}, spec.sha256 says {}",
+                            plugin.sha256
+                        ),
+                    ));
+                }
+                store(&self.cache, &found, &bytes).map_err(|e| {
+                    Failure::fetch(
+                        "FetchFailed",
+                        format!("cache {}: {e}", self.cache.display()),
+                    )
+                })
+            }
+        }
+    }
+
+    /// Watch each ConfigMap in `referenced` by name (new ones started, unreferenced ones
+    /// stopped); a change nudges a reconciliation.
+    fn watch_config_maps(&mut self, referenced: Vec<(String, String)>) {
+        self.config_maps.retain(|key, task| {
+            let keep = referenced.contains(key);
+            if !keep {
+                task.abort();
+            }
+            keep
+        });
+        for (namespace, name) in referenced {
+            if self
+                .config_maps
+                .contains_key(&(namespace.clone(), name.clone()))
+            {
+                continue;
+            }
+            let api: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+                kube::Api::namespaced(self.cluster.client().clone(), &namespace);
+            let config =
+                kube::runtime::watcher::Config::default().fields(&format!("metadata.name={name}"));
+            let nudge = self.nudge.clone();
+            let task = tokio::spawn(async move {
+                use futures_util::StreamExt as _;
+                use kube::runtime::WatchStreamExt as _;
+                let mut changes = kube::runtime::watcher(api, config)
+                    .default_backoff()
+                    .boxed();
+                let mut listed = false;
+                while let Some(event) = changes.next().await {
+                    match event {
+                        Ok(kube::runtime::watcher::Event::InitDone) => listed = true,
+                        // The first list is what the reconciliation already read.
+                        Ok(
+                            kube::runtime::watcher::Event::Apply(_)
+                            | kube::runtime::watcher::Event::Delete(_),
+                        ) if listed && nudge.send(()).is_err() => return,
+                        _ => {}
+                    }
+                }
+            });
+            self.config_maps.insert((namespace, name), task);
+        }
+    }
+
+    async fn write_status(&self, object: &Value, failure: Option<&Failure>) {
+        let name = object["metadata"]["name"].as_str().unwrap_or("").to_owned();
+        let serving = self
+            .set
+            .plugin(&name)
+            .filter(|_| self.serving.contains_key(&name));
+        let condition = |kind, ok, reason: &str, message: String| Condition {
+            kind,
+            ok,
+            reason: reason.to_owned(),
+            message,
+        };
+        let keeps = match &serving {
+            Some(p) => format!(
+                "; version {:?} ({}) keeps serving",
+                p.info().version,
+                p.digest()
+            ),
+            None => "; nothing serves".to_owned(),
+        };
+        let conditions = match failure {
+            None => vec![
+                condition(
+                    "Fetched",
+                    Some(true),
+                    "Fetched",
+                    "the component matches spec.sha256".into(),
+                ),
+                condition(
+                    "Validated",
+                    Some(true),
+                    "Validated",
+                    "loaded, exports checked, metadata.info answered".into(),
+                ),
+                condition(
+                    "Ready",
+                    Some(true),
+                    "Serving",
+                    "this version decides".into(),
+                ),
+            ],
+            Some(f) if f.condition == "Fetched" => vec![
+                condition("Fetched", Some(false), f.reason, f.message.clone()),
+                condition(
+                    "Validated",
+                    None,
+                    "NotFetched",
+                    "nothing to validate".into(),
+                ),
+                condition(
+                    "Ready",
+                    Some(false),
+                    f.reason,
+                    format!("{}{keeps}", f.message),
+                ),
+            ],
+            Some(f) => vec![
+                condition(
+                    "Fetched",
+                    Some(true),
+                    "Fetched",
+                    "the component matches spec.sha256".into(),
+                ),
+                condition("Validated", Some(false), f.reason, f.message.clone()),
+                condition(
+                    "Ready",
+                    Some(false),
+                    f.reason,
+                    format!("{}{keeps}", f.message),
+                ),
+            ],
+        };
+        let mut fields = Map::new();
+        match &serving {
+            Some(p) => {
+                fields.insert("digest".into(), json!(p.digest()));
+                fields.insert("version".into(), json!(p.info().version));
+                fields.insert("interfaceVersion".into(), json!(p.info().interface_version));
+            }
+            None => {
+                for field in ["digest", "version", "interfaceVersion"] {
+                    fields.insert(field.into(), Value::Null);
+                }
+            }
+        }
+        let Some(patch) = patch_status(object, &conditions, &fields, chrono::Utc::now()) else {
+            return;
+        };
+        let resource = stage_plugin_resource();
+        let key = ObjectKey {
+            api_version: resource.api_group,
+            kind: resource.kind,
+            namespace: String::new(),
+            name,
+        };
+        let request = PatchRequest {
+            patch_type: PatchType::Merge,
+            subresource: Some("status"),
+            data: patch,
+            as_user: None,
+        };
+        match self.cluster.patch(&key, request).await {
+            Ok(_) => {
+                self.written
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                // The replica whose write took tells why, once.
+                if let Some(f) = failure {
+                    let event = EventRequest {
+                        event_type: "Warning".into(),
+                        reason: f.reason.into(),
+                        message: format!("{}{keeps}", f.message),
+                    };
+                    if let Err(e) = self.cluster.event(&key, &event).await {
+                        tracing::warn!(
+                            plugin = key.name,
+                            "cannot record the Warning event: {}",
+                            e.message
+                        );
+                    }
+                    tracing::warn!(
+                        plugin = key.name,
+                        reason = f.reason,
+                        "StagePlugin not serving its spec: {}{keeps}",
+                        f.message
+                    );
+                }
+            }
+            Err(e) if matches!(e.status, Some(404 | 409)) => {
+                tracing::debug!(
+                    plugin = key.name,
+                    "StagePlugin status not written: {}",
+                    e.message
+                );
+            }
+            Err(e) => tracing::warn!(
+                plugin = key.name,
+                "cannot write the StagePlugin's status: {}",
+                e.message
+            ),
+        }
+    }
+}
+
+/// Keep `bytes` (whose digest is `sha256`) in `cache` as `SHA256.wasm`, as `url` plugins
+/// are kept; the file's path.
+fn store(cache: &Path, sha256: &str, bytes: &[u8]) -> std::io::Result<PathBuf> {
+    let path = cache.join(format!("{sha256}.wasm"));
+    if std::fs::read(&path).is_ok_and(|b| digest(&b) == sha256) {
+        return Ok(path);
+    }
+    std::fs::create_dir_all(cache)?;
+    // Written aside and renamed: a reader never sees half a file.
+    let partial = cache.join(format!(".{sha256}.{}.part", std::process::id()));
+    std::fs::write(&partial, bytes)?;
+    std::fs::rename(&partial, &path)?;
+    Ok(path)
+}

@@ -1,0 +1,344 @@
+//! StagePlugin resources played by `--plugin-crds` daemons against the embedded API
+//! server: a component from a ConfigMap is fetched, checked, swapped in and reported;
+//! a version that fails validation or does not match its digest leaves the previous one
+//! serving, with the reason in the status and a Warning Event; deleting the resource
+//! unbinds it; two daemons swap on one edit and do not fight over the status.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use base64::Engine as _;
+use chrono::Utc;
+use serde_json::{Value, json};
+
+use kstage::apiserver::state::State;
+use kstage::apiserver::{ApiServer, Config};
+use kstage::clock::{Clock, SystemClock};
+use kstage::cluster::ObjectKey;
+use kstage::cluster::client::KubeCluster;
+use kstage::daemon::plugins::PluginResources;
+use kstage::daemon::{Daemon, Resources};
+use kstage::engine::EngineConfig;
+use kstage::plugin::config::PluginConfig;
+use kstage::plugin::{Capability, PluginSet, Runtime};
+use kstage::template::{Renderer, StageEnv};
+
+use crate::e2e::{kube_config, wait_for};
+use crate::fixtures::{Classify, Fixture};
+
+const GROUP: &str = "kstage.dev/v1alpha1";
+
+fn install_crd(state: &State) {
+    let text =
+        std::fs::read_to_string(crate::root().join("deploy/crds/stageplugins.kstage.dev.yaml"))
+            .expect("CRD");
+    state
+        .create(kstage::yaml::to_json(&text).expect("YAML"))
+        .expect("CRD");
+}
+
+/// A classifier component reporting `version`; `interface` "0.1.0" is this kstage's.
+fn component(version: &'static str, interface: &'static str) -> Vec<u8> {
+    Fixture {
+        interface_version: interface,
+        version,
+        ..Fixture::classifier(Classify::Policy)
+    }
+    .build()
+}
+
+fn sha(bytes: &[u8]) -> String {
+    kstage::plugin::runtime::digest(bytes)
+}
+
+fn config_map(bytes: &[u8]) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "plugins", "namespace": "default"},
+        "binaryData": {"chaos.wasm": base64::engine::general_purpose::STANDARD.encode(bytes)},
+    })
+}
+
+fn stage_plugin(sha256: &str) -> Value {
+    json!({
+        "apiVersion": GROUP, "kind": "StagePlugin",
+        "metadata": {"name": "chaos"},
+        "spec": {
+            "source": {"configMap": {"namespace": "default", "name": "plugins", "key": "chaos.wasm"}},
+            "sha256": sha256,
+            "bind": ["classifier"],
+            "timeout": "50ms",
+        },
+    })
+}
+
+fn key(api_version: &str, kind: &str, namespace: &str, name: &str) -> ObjectKey {
+    ObjectKey {
+        api_version: api_version.into(),
+        kind: kind.into(),
+        namespace: namespace.into(),
+        name: name.into(),
+    }
+}
+
+/// Replace an object in the store with `object` (its spec or data), as `kubectl apply`
+/// would.
+fn update(state: &State, object: Value) {
+    let k = ObjectKey::of(&object).expect("key");
+    let mut current = (*state.get(&k).expect("exists")).clone();
+    for field in ["spec", "binaryData"] {
+        if let Some(v) = object.get(field) {
+            current[field] = v.clone();
+        }
+    }
+    state.update(&k, current, None).expect("updated");
+}
+
+/// A daemon, its plugin set, and its count of StagePlugin status writes.
+struct Replica {
+    daemon: Daemon,
+    set: Arc<PluginSet>,
+    written: Arc<AtomicU64>,
+}
+
+async fn replica(server: &ApiServer) -> Replica {
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let runtime = Runtime::new().expect("wasmtime");
+    let set = PluginSet::load(runtime, PluginConfig::default(), clock.clone(), None).expect("set");
+    let cache = crate::scratch(&format!("stage-plugins-{}", Arc::as_ptr(&set) as usize));
+    let cluster = Arc::new(KubeCluster::new(kube_config(server).await).expect("cluster"));
+    let renderer = Renderer::new(Arc::new(StageEnv::new(
+        clock.clone(),
+        Utc::now(),
+        "plugins",
+    )));
+    let written = Arc::new(AtomicU64::new(0));
+    let daemon = Daemon::start(
+        cluster,
+        Vec::new(),
+        Resources {
+            stages: None,
+            plugins: Some(PluginResources {
+                set: set.clone(),
+                cache,
+                written: written.clone(),
+            }),
+        },
+        renderer,
+        EngineConfig {
+            workers: 2,
+            clock,
+            ..EngineConfig::default()
+        },
+        set.deciders(),
+    );
+    Replica {
+        daemon,
+        set,
+        written,
+    }
+}
+
+fn writes(replicas: &[&Replica]) -> u64 {
+    replicas
+        .iter()
+        .map(|r| r.written.load(Ordering::Relaxed))
+        .sum()
+}
+
+/// Wait until every replica has handled every StagePlugin event so far: the initial
+/// list, the test's own `edits`, and the status writes (which may add more meanwhile).
+async fn settle(replicas: &[&Replica], edits: u64) {
+    loop {
+        let written = writes(replicas);
+        let events = 1 + edits + written;
+        for r in replicas {
+            tokio::time::timeout(
+                Duration::from_secs(30),
+                r.daemon.plugin_events().wait_for(|n| *n >= events),
+            )
+            .await
+            .unwrap_or_else(|_| panic!("a replica did not handle {events} StagePlugin events"))
+            .expect("running");
+        }
+        if writes(replicas) == written {
+            return;
+        }
+    }
+}
+
+/// The condition `kind` of a StagePlugin object.
+fn condition<'a>(o: &'a Value, kind: &str) -> Option<&'a Value> {
+    o.pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == kind)
+}
+
+fn says(o: &Value, kind: &str, status: &str, reason: &str) -> bool {
+    condition(o, kind).is_some_and(|c| c["status"] == status && c["reason"] == reason)
+        && o.pointer("/status/observedGeneration") == o.pointer("/metadata/generation")
+}
+
+/// Wait until the StagePlugin `chaos` satisfies `done`.
+async fn until(state: &State, what: &str, done: impl Fn(&Value) -> bool) {
+    wait_for(
+        state,
+        GROUP,
+        "StagePlugin",
+        what,
+        |all| all.len() == 1,
+        |o| done(o),
+    )
+    .await;
+}
+
+/// The version of plugin `chaos` serving in `set`, and whether it decides
+/// classifications for every Stage.
+fn serving(set: &PluginSet) -> Option<String> {
+    set.plugin("chaos").map(|p| p.info().version.clone())
+}
+
+fn warnings(state: &State, reason: &str) -> usize {
+    let events = state.resource_of("v1", "Event").expect("events");
+    state
+        .list(&events, None, None, 0, None, |_| true)
+        .expect("list")
+        .items
+        .iter()
+        .filter(|e| {
+            e["type"] == "Warning"
+                && e["reason"] == reason
+                && e["involvedObject"]["name"] == "chaos"
+        })
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stage_plugin_from_a_config_map_is_swapped_kept_and_unbound() {
+    let server = ApiServer::start(Config::default()).await.expect("server");
+    let state = &server.server().state;
+    install_crd(state);
+    let (a, b) = (replica(&server).await, replica(&server).await);
+    let both = [&a, &b];
+
+    // Version 1 from a ConfigMap: fetched, validated, serving in both daemons, its
+    // status written once (the other replica finds it said, or loses the precondition).
+    let v1 = component("1.0.0", "0.1.0");
+    state.create(config_map(&v1)).expect("ConfigMap");
+    state.create(stage_plugin(&sha(&v1))).expect("StagePlugin");
+    settle(&both, 1).await;
+    let o = state
+        .get(&key(GROUP, "StagePlugin", "", "chaos"))
+        .expect("object");
+    assert!(
+        says(&o, "Ready", "True", "Serving")
+            && says(&o, "Fetched", "True", "Fetched")
+            && says(&o, "Validated", "True", "Validated"),
+        "{o}"
+    );
+    assert_eq!(o["status"]["digest"], sha(&v1));
+    assert_eq!(o["status"]["version"], "1.0.0");
+    assert_eq!(o["status"]["interfaceVersion"], "0.1.0");
+    assert_eq!(writes(&both), 1, "one status write for one change");
+    for r in both {
+        assert_eq!(serving(&r.set).as_deref(), Some("1.0.0"));
+        assert_eq!(
+            r.set.bound_to(Capability::Classifier).as_deref(),
+            Some("chaos")
+        );
+    }
+
+    // The ConfigMap edited in place to other bytes (the StagePlugin unchanged): its
+    // watch brings the change; the digest no longer matches and version 1 keeps serving.
+    let v0 = component("0.9.0", "0.1.0");
+    update(state, config_map(&v0));
+    until(state, "DigestMismatch", |o| {
+        says(o, "Fetched", "False", "DigestMismatch")
+    })
+    .await;
+    let o = state
+        .get(&key(GROUP, "StagePlugin", "", "chaos"))
+        .expect("object");
+    assert_eq!(
+        condition(&o, "Validated").expect("Validated")["status"],
+        "Unknown"
+    );
+    assert_eq!(o["status"]["version"], "1.0.0");
+    wait_for(
+        state,
+        "v1",
+        "Event",
+        "a DigestMismatch Warning",
+        |_| warnings(state, "DigestMismatch") >= 1,
+        |_| true,
+    )
+    .await;
+
+    // A version that fails validation (another interface version): the old one serves.
+    let bad = component("6.6.6", "9.9.9");
+    update(state, config_map(&bad));
+    update(state, stage_plugin(&sha(&bad)));
+    until(state, "ValidationFailed", |o| {
+        says(o, "Validated", "False", "ValidationFailed")
+    })
+    .await;
+    let o = state
+        .get(&key(GROUP, "StagePlugin", "", "chaos"))
+        .expect("object");
+    assert!(says(&o, "Ready", "False", "ValidationFailed"), "{o}");
+    assert!(says(&o, "Fetched", "True", "Fetched"), "{o}");
+    let message = condition(&o, "Ready").expect("Ready")["message"]
+        .as_str()
+        .expect("text");
+    assert!(
+        message.contains("interface") && message.contains("keeps serving"),
+        "{message}"
+    );
+    assert_eq!(o["status"]["version"], "1.0.0", "the serving version");
+    for r in both {
+        assert_eq!(serving(&r.set).as_deref(), Some("1.0.0"));
+    }
+    wait_for(
+        state,
+        "v1",
+        "Event",
+        "a ValidationFailed Warning",
+        |_| warnings(state, "ValidationFailed") >= 1,
+        |_| true,
+    )
+    .await;
+
+    // A good version 2: swapped.
+    let v2 = component("2.0.0", "0.1.0");
+    update(state, config_map(&v2));
+    update(state, stage_plugin(&sha(&v2)));
+    until(state, "version 2", |o| {
+        says(o, "Ready", "True", "Serving") && o["status"]["version"] == "2.0.0"
+    })
+    .await;
+
+    // Deleted: unbound in both daemons; the built-in classification resumes.
+    state
+        .delete(&key(GROUP, "StagePlugin", "", "chaos"), None)
+        .expect("deleted");
+    for r in both {
+        let set = &r.set;
+        tokio::time::timeout(
+            Duration::from_secs(30),
+            r.daemon
+                .plugin_events()
+                .wait_for(|_| serving(set).is_none()),
+        )
+        .await
+        .expect("unloaded")
+        .expect("running");
+        assert_eq!(set.bound_to(Capability::Classifier), None);
+    }
+    // Each failure was told once, by the replica whose status write took.
+    assert_eq!(warnings(state, "ValidationFailed"), 1);
+    assert_eq!(warnings(state, "DigestMismatch"), 1);
+    a.daemon.shutdown();
+    b.daemon.shutdown();
+}
