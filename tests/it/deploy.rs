@@ -159,13 +159,15 @@ fn is_its_type(doc: &Value) {
     use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Service, ServiceAccount};
     use k8s_openapi::api::flowcontrol::v1::{FlowSchema, PriorityLevelConfiguration};
     use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     match doc["kind"].as_str().unwrap_or("") {
         "Namespace" => round_trip::<Namespace>(doc),
         "ServiceAccount" => round_trip::<ServiceAccount>(doc),
         "ClusterRole" => round_trip::<ClusterRole>(doc),
         "ClusterRoleBinding" => round_trip::<ClusterRoleBinding>(doc),
+        "Role" => round_trip::<Role>(doc),
+        "RoleBinding" => round_trip::<RoleBinding>(doc),
         "ConfigMap" => round_trip::<ConfigMap>(doc),
         "Service" => round_trip::<Service>(doc),
         "Deployment" => round_trip::<Deployment>(doc),
@@ -292,6 +294,22 @@ async fn every_kustomization_renders_parses_and_applies() {
             .iter()
             .any(|m| m["mountPath"] == mount),
         "{mounts}"
+    );
+    assert!(args.contains(&"--plugin-crds".to_owned()), "{args:?}");
+    let docs = &rendered
+        .iter()
+        .find(|(n, _)| *n == "plugins")
+        .expect("rendered")
+        .1;
+    let role = of_kind(docs, "Role");
+    assert_eq!(
+        role["rules"][0]["resourceNames"],
+        json!(["kstage-plugin-components"])
+    );
+    assert!(
+        docs.iter().any(|d| d["kind"] == "CustomResourceDefinition"
+            && d["metadata"]["name"] == "stageplugins.kstage.dev"),
+        "the StagePlugin CRD"
     );
     // The plugin config the overlay ships is one kstage reads.
     let shipped = crate::root().join("deploy/overlays/plugins/plugins.yaml");

@@ -316,7 +316,7 @@ fn the_same_bytes_compile_once() {
 
 /// A plain HTTP server on a thread: `/p.wasm` gives `body`, `/old` redirects to it,
 /// anything else is 404. Returns its address and a count of requests served.
-fn file_server(body: Vec<u8>) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+pub(crate) fn file_server(body: Vec<u8>) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
     use std::io::{BufRead as _, BufReader, Write as _};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let address = format!("http://{}", listener.local_addr().expect("address"));

@@ -342,3 +342,59 @@ async fn a_stage_plugin_from_a_config_map_is_swapped_kept_and_unbound() {
     a.daemon.shutdown();
     b.daemon.shutdown();
 }
+
+/// A `url` source served by a local HTTP server: fetched and serving; a second
+/// StagePlugin naming the same URL with a wrong `sha256` is not fetched into service.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stage_plugin_from_a_url_is_checked_against_its_digest() {
+    let server = ApiServer::start(Config::default()).await.expect("server");
+    let state = &server.server().state;
+    install_crd(state);
+    let r = replica(&server).await;
+    let v1 = component("1.0.0", "0.1.0");
+    let (address, _served) = crate::plugin::file_server(v1.clone());
+    let from_url = |name: &str, sha256: &str| {
+        json!({
+            "apiVersion": GROUP, "kind": "StagePlugin",
+            "metadata": {"name": name},
+            "spec": {"source": {"url": format!("{address}/p.wasm")}, "sha256": sha256},
+        })
+    };
+    state
+        .create(from_url("chaos", &sha(&v1)))
+        .expect("StagePlugin");
+    let wrong = "0".repeat(64);
+    state
+        .create(from_url("wrong", &wrong))
+        .expect("StagePlugin");
+    wait_for(
+        state,
+        GROUP,
+        "StagePlugin",
+        "both reported",
+        |all| all.len() == 2,
+        |o| condition(o, "Ready").is_some() && o.pointer("/status/observedGeneration").is_some(),
+    )
+    .await;
+    let get = |name: &str| {
+        state
+            .get(&key(GROUP, "StagePlugin", "", name))
+            .expect("object")
+    };
+    let chaos = get("chaos");
+    assert!(says(&chaos, "Ready", "True", "Serving"), "{chaos}");
+    assert_eq!(chaos["status"]["digest"], sha(&v1));
+    let wrong = get("wrong");
+    assert!(
+        says(&wrong, "Fetched", "False", "DigestMismatch"),
+        "{wrong}"
+    );
+    assert!(says(&wrong, "Ready", "False", "DigestMismatch"), "{wrong}");
+    assert!(
+        wrong["status"].get("digest").is_none_or(Value::is_null),
+        "nothing serves: {wrong}"
+    );
+    assert_eq!(serving(&r.set).as_deref(), Some("1.0.0"));
+    assert!(r.set.plugin("wrong").is_none(), "nothing swapped in");
+    r.daemon.shutdown();
+}
