@@ -31,8 +31,8 @@
 //!   [`cluster::store`] the in-memory store, [`cluster::memory`] the cluster over it;
 //!   [`apiserver`]: the embedded Kubernetes API server (real HTTP) over that store.
 //! - [`daemon`]: the engine against an API server, Stages from files and live Stage
-//!   resources; [`serve`]: its probes and `/metrics`; [`lease`]: node leases between
-//!   replicas.
+//!   resources (with their status), plugins from StagePlugin resources; [`serve`]: its
+//!   probes and `/metrics`; [`lease`]: node leases between replicas.
 //! - [`sim`]: deterministic simulation; [`explain`]: `kstage stage explain`; [`lint`]:
 //!   what `kstage stage lint` warns about; [`bench`](mod@bench): benchmarks against an
 //!   API server.

@@ -6,6 +6,9 @@
 //! engine re-matches the objects of the kinds concerned, so a change takes effect without
 //! a restart. A Stage resource that does not compile is left out, with its problems
 //! logged and written to its status ([`status`]); the others keep working.
+//!
+//! With StagePlugin resources enabled ([`plugins`]), their components are fetched,
+//! checked and swapped into the plugin set the engine's deciders are built on.
 
 pub mod plugins;
 pub mod status;
