@@ -1,5 +1,5 @@
 //! A plugin as a cluster resource: the `StagePlugin` (`kstage.dev/v1alpha1`,
-//! cluster-scoped, CRD in `deploy/crds`), read into the same [`PluginSpec`] a `--config`
+//! cluster-scoped, CRD in `deploy/crds`), read into the same [`PluginSpec`](super::config::PluginSpec) a `--config`
 //! file's entry gives.
 //!
 //! ```yaml
