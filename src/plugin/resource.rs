@@ -1,6 +1,6 @@
 //! A plugin as a cluster resource: the `StagePlugin` (`kstage.dev/v1alpha1`,
-//! cluster-scoped, CRD in `deploy/crds`), read into the same [`PluginSpec`](super::config::PluginSpec) a `--config`
-//! file's entry gives.
+//! cluster-scoped, CRD in `deploy/crds`), read into the same
+//! [`PluginSpec`](super::config::PluginSpec) a `--config` file's entry gives.
 //!
 //! ```yaml
 //! apiVersion: kstage.dev/v1alpha1
