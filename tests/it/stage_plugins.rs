@@ -52,20 +52,31 @@ fn sha(bytes: &[u8]) -> String {
     kstage::plugin::runtime::digest(bytes)
 }
 
-fn config_map(bytes: &[u8]) -> Value {
+/// The ConfigMap `plugins` with a key per component: a StagePlugin moves from one
+/// version to another in one write (key and sha256 together).
+fn config_map(keys: &[(&str, &[u8])]) -> Value {
+    let data: serde_json::Map<String, Value> = keys
+        .iter()
+        .map(|(k, bytes)| {
+            (
+                (*k).to_owned(),
+                json!(base64::engine::general_purpose::STANDARD.encode(bytes)),
+            )
+        })
+        .collect();
     json!({
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "plugins", "namespace": "default"},
-        "binaryData": {"chaos.wasm": base64::engine::general_purpose::STANDARD.encode(bytes)},
+        "binaryData": data,
     })
 }
 
-fn stage_plugin(sha256: &str) -> Value {
+fn stage_plugin(key: &str, sha256: &str) -> Value {
     json!({
         "apiVersion": GROUP, "kind": "StagePlugin",
         "metadata": {"name": "chaos"},
         "spec": {
-            "source": {"configMap": {"namespace": "default", "name": "plugins", "key": "chaos.wasm"}},
+            "source": {"configMap": {"namespace": "default", "name": "plugins", "key": key}},
             "sha256": sha256,
             "bind": ["classifier"],
             "timeout": "50ms",
@@ -222,12 +233,22 @@ async fn a_stage_plugin_from_a_config_map_is_swapped_kept_and_unbound() {
     install_crd(state);
     let (a, b) = (replica(&server).await, replica(&server).await);
     let both = [&a, &b];
+    // Both have listed the (no) StagePlugins before there is one.
+    settle(&both, 0).await;
 
     // Version 1 from a ConfigMap: fetched, validated, serving in both daemons, its
     // status written once (the other replica finds it said, or loses the precondition).
-    let v1 = component("1.0.0", "0.1.0");
-    state.create(config_map(&v1)).expect("ConfigMap");
-    state.create(stage_plugin(&sha(&v1))).expect("StagePlugin");
+    let (v1, bad, v2) = (
+        component("1.0.0", "0.1.0"),
+        // Built for another interface version: fails validation.
+        component("6.6.6", "9.9.9"),
+        component("2.0.0", "0.1.0"),
+    );
+    let keys: [(&str, &[u8]); 3] = [("v1.wasm", &v1), ("bad.wasm", &bad), ("v2.wasm", &v2)];
+    state.create(config_map(&keys)).expect("ConfigMap");
+    state
+        .create(stage_plugin("v1.wasm", &sha(&v1)))
+        .expect("StagePlugin");
     settle(&both, 1).await;
     let o = state
         .get(&key(GROUP, "StagePlugin", "", "chaos"))
@@ -253,7 +274,10 @@ async fn a_stage_plugin_from_a_config_map_is_swapped_kept_and_unbound() {
     // The ConfigMap edited in place to other bytes (the StagePlugin unchanged): its
     // watch brings the change; the digest no longer matches and version 1 keeps serving.
     let v0 = component("0.9.0", "0.1.0");
-    update(state, config_map(&v0));
+    update(
+        state,
+        config_map(&[("v1.wasm", &v0), ("bad.wasm", &bad), ("v2.wasm", &v2)]),
+    );
     until(state, "DigestMismatch", |o| {
         says(o, "Fetched", "False", "DigestMismatch")
     })
@@ -277,9 +301,7 @@ async fn a_stage_plugin_from_a_config_map_is_swapped_kept_and_unbound() {
     .await;
 
     // A version that fails validation (another interface version): the old one serves.
-    let bad = component("6.6.6", "9.9.9");
-    update(state, config_map(&bad));
-    update(state, stage_plugin(&sha(&bad)));
+    update(state, stage_plugin("bad.wasm", &sha(&bad)));
     until(state, "ValidationFailed", |o| {
         says(o, "Validated", "False", "ValidationFailed")
     })
@@ -311,9 +333,7 @@ async fn a_stage_plugin_from_a_config_map_is_swapped_kept_and_unbound() {
     .await;
 
     // A good version 2: swapped.
-    let v2 = component("2.0.0", "0.1.0");
-    update(state, config_map(&v2));
-    update(state, stage_plugin(&sha(&v2)));
+    update(state, stage_plugin("v2.wasm", &sha(&v2)));
     until(state, "version 2", |o| {
         says(o, "Ready", "True", "Serving") && o["status"]["version"] == "2.0.0"
     })
