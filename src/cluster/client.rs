@@ -647,10 +647,14 @@ impl Cluster for KubeCluster {
             key.namespace.clone()
         };
         let now = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string();
+        let metadata = match &event.name {
+            Some(name) => json!({"name": name, "namespace": namespace}),
+            None => json!({"generateName": format!("{}.", key.name), "namespace": namespace}),
+        };
         let body = json!({
             "apiVersion": "v1",
             "kind": "Event",
-            "metadata": {"generateName": format!("{}.", key.name), "namespace": namespace},
+            "metadata": metadata,
             "involvedObject": {
                 "apiVersion": key.api_version,
                 "kind": key.kind,
@@ -673,11 +677,23 @@ impl Cluster for KubeCluster {
             let resource = ApiResource::erase::<k8s_openapi::api::core::v1::Event>(&());
             let events: Api<RawObject> =
                 Api::namespaced_with(self.client.clone(), &namespace, &resource);
-            events
+            match events
                 .create(&PostParams::default(), &RawObject::new(body))
                 .await
-                .map_err(|e| from_kube(&e))?;
-            Ok(())
+            {
+                Ok(_) => Ok(()),
+                // A named event already there is this one, sent before (a Stage played
+                // again after a restart or a handover): sent.
+                Err(e) => {
+                    let error = from_kube(&e);
+                    if error.status == Some(409) && error.reason.as_deref() == Some("AlreadyExists")
+                    {
+                        Ok(())
+                    } else {
+                        Err(error)
+                    }
+                }
+            }
         }
     }
 }

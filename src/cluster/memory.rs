@@ -54,6 +54,9 @@ struct State {
     store: MemoryStore,
     watchers: Vec<(ResourceRef, mpsc::UnboundedSender<WatchEvent>)>,
     events: Vec<RecordedEvent>,
+    /// The names of the named events recorded (namespace, name): a second create of one
+    /// is AlreadyExists, which the caller takes as sent.
+    event_names: std::collections::HashSet<(String, String)>,
     log: Vec<Request>,
     clock: Arc<dyn Clock>,
     sent: u64,
@@ -67,6 +70,7 @@ impl MemoryCluster {
                 store: MemoryStore::new(clock.clone()),
                 watchers: Vec::new(),
                 events: Vec::new(),
+                event_names: std::collections::HashSet::new(),
                 log: Vec::new(),
                 clock,
                 sent: 0,
@@ -368,6 +372,13 @@ impl Cluster for MemoryCluster {
         event: &EventRequest,
     ) -> impl Future<Output = Result<(), ClusterError>> + Send {
         let result = self.request(Verb::Event, key, |state| {
+            if let Some(name) = &event.name
+                && !state
+                    .event_names
+                    .insert((key.namespace.clone(), name.clone()))
+            {
+                return Ok(()); // already recorded: AlreadyExists, taken as sent
+            }
             let at = crate::cluster::store::timestamp(state.clock.now());
             state.events.push(RecordedEvent {
                 object: key.clone(),

@@ -64,6 +64,11 @@ pub struct EventRequest {
     pub reason: String,
     /// Human-readable message.
     pub message: String,
+    /// The Event's name, derived from what it records (see `engine::job::event_name`): a
+    /// second create of the same name is the same Event (AlreadyExists counts as sent),
+    /// so a Stage played again after a restart does not emit its events twice. `None`: a
+    /// generated name (warnings about the engine's own handling).
+    pub name: Option<String>,
 }
 
 /// A failed request, as typed as kube-rs reports it.

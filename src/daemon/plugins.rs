@@ -542,6 +542,7 @@ impl Controller {
                         event_type: "Warning".into(),
                         reason: f.reason.into(),
                         message: format!("{}{keeps}", f.message),
+                        name: None,
                     };
                     if let Err(e) = self.cluster.event(&key, &event).await {
                         tracing::warn!(

@@ -26,6 +26,7 @@ impl<C: Cluster> Engine<C> {
         key: &ObjectKey,
         object: &Value,
         action: Action,
+        event_name: Option<String>,
     ) -> Result<Sent, ClusterError> {
         match action {
             Action::Event {
@@ -37,6 +38,7 @@ impl<C: Cluster> Engine<C> {
                     event_type,
                     reason,
                     message,
+                    name: event_name,
                 };
                 self.cluster.event(key, &event).await?;
                 Metrics::bump(&self.metrics.events);

@@ -130,6 +130,7 @@ mod tests {
             step,
             attempt: 0,
             due: tokio::time::Instant::now(),
+            origin: 0,
         }
     }
 

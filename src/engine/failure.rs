@@ -68,6 +68,7 @@ impl<C: Cluster> Engine<C> {
                             "kstage: Stage {} step {} failed: {error}",
                             job.stage.name, job.step
                         ),
+                        name: None,
                     };
                     if let Err(e) = self.cluster.event(&job.key, &event).await {
                         tracing::warn!(object = %job.key, error = %e, "cannot record the Warning event");

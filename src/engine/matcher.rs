@@ -238,6 +238,7 @@ impl<C: Cluster> Engine<C> {
             step: 0,
             attempt: 0,
             due: Instant::now() + delay,
+            origin: 0,
         };
         self.enqueue(key, job, FRESH_LANE, delay);
     }

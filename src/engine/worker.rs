@@ -66,6 +66,7 @@ impl<C: Cluster> Engine<C> {
                 self.finish(&key, Outcome::Dropped);
                 return;
             }
+            job.origin = super::job::event_origin(&latest, &job.stage.name);
             job.object = latest;
         }
         let stage = job.stage.clone();
@@ -175,7 +176,9 @@ impl<C: Cluster> Engine<C> {
             if cheap {
                 job.object = Arc::default();
             }
-            let sent = self.send(key, &job.object, action).await;
+            let event_name = matches!(action, Action::Event { .. })
+                .then(|| super::job::event_name(&key.name, job.origin, index));
+            let sent = self.send(key, &job.object, action, event_name).await;
             if cheap && matches!(sent, Ok(Sent::Nothing) | Err(_)) {
                 match held.upgrade() {
                     Some(object) => job.object = object,
@@ -222,6 +225,7 @@ impl<C: Cluster> Engine<C> {
             event_type: "Warning".to_owned(),
             reason: "StageLoop".to_owned(),
             message,
+            name: None,
         };
         if let Err(e) = self.cluster.event(key, &event).await {
             tracing::warn!(object = %key, error = %e, "cannot record the Warning event");

@@ -1201,3 +1201,78 @@ async fn conflicts_during_a_removal_do_not_replay_its_event() {
         t.abort();
     }
 }
+
+/// A Stage played again from its first step (the engine that began it stopped before
+/// its end, another takes over) sends its events under the same names: the server's
+/// AlreadyExists is taken as sent, so each pod carries one `Scheduled` event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stage_played_again_by_another_engine_does_not_repeat_its_events() {
+    let server = ApiServer::start(Config::default()).await.expect("server");
+    let state = &server.server().state;
+    let faults = &server.server().faults;
+    // Every pod patch fails: the first engine sends pod-scheduled's event, then retries
+    // its patch.
+    faults.set_spec("patch/pods:500=1".parse().expect("spec"));
+    let pods = 20;
+    create_nodes_and_pods(state, 2, pods, &json!({}));
+    let examples = crate::root().join("examples/stages");
+    let sets = [examples.join("node"), examples.join("pod")].map(|p| p.display().to_string());
+    let sets: Vec<&str> = sets.iter().map(String::as_str).collect();
+    let scheduled = |state: &State| -> std::collections::BTreeMap<String, usize> {
+        let events = state.resource_of("v1", "Event").expect("events");
+        let mut by_pod = std::collections::BTreeMap::new();
+        for e in state
+            .list(&events, None, None, 0, None, |_| true)
+            .expect("list")
+            .items
+        {
+            if e["reason"] == "Scheduled" {
+                *by_pod
+                    .entry(
+                        e["involvedObject"]["name"]
+                            .as_str()
+                            .unwrap_or("")
+                            .to_owned(),
+                    )
+                    .or_insert(0) += 1;
+            }
+        }
+        by_pod
+    };
+    let (first, tasks) = start_engine(&server, &sets, 4, Default::default()).await;
+    wait_for(
+        state,
+        "v1",
+        "Event",
+        "a Scheduled event per pod",
+        |_| scheduled(state).len() == pods,
+        |_| true,
+    )
+    .await;
+    first.shutdown();
+    for t in tasks {
+        t.abort();
+    }
+    // The patches go through now; a second engine plays every pod from the start.
+    faults.set_spec(kstage::cluster::faults::FaultSpec::none());
+    let (second, tasks) = start_engine(&server, &sets, 4, Default::default()).await;
+    wait_for(
+        state,
+        "v1",
+        "Pod",
+        "pods Running",
+        |all| all.len() == pods,
+        |p| p.pointer("/status/phase") == Some(&json!("Running")),
+    )
+    .await;
+    let twice: Vec<_> = scheduled(state)
+        .into_iter()
+        .filter(|(_, n)| *n > 1)
+        .collect();
+    assert!(twice.is_empty(), "Scheduled sent twice: {twice:?}");
+    assert_eq!(scheduled(state).len(), pods);
+    second.shutdown();
+    for t in tasks {
+        t.abort();
+    }
+}
