@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use kstage::apiserver::{ApiServer, Config};
 
-fn documents(path: &str) -> Vec<Value> {
+pub(crate) fn documents(path: &str) -> Vec<Value> {
     let text = std::fs::read_to_string(crate::root().join(path)).expect("read");
     kstage::yaml::documents(&text).expect("YAML")
 }
@@ -124,24 +124,6 @@ fn the_deployment_runs_a_valid_kstage_command_as_its_service_account() {
         dockerfile.contains("/usr/share/kstage/stages"),
         "{dockerfile}"
     );
-}
-
-/// Whether a rule of `role` allows `verb` on `resource` of `group`.
-pub fn allows(role: &Value, group: &str, resource: &str, verb: &str) -> bool {
-    let has = |list: &Value, item: &str| {
-        list.as_array()
-            .is_some_and(|l| l.iter().any(|v| v == item || v == "*"))
-    };
-    role["rules"].as_array().expect("rules").iter().any(|rule| {
-        has(&rule["apiGroups"], group)
-            && has(&rule["resources"], resource)
-            && has(&rule["verbs"], verb)
-    })
-}
-
-/// The ClusterRole of the base.
-pub fn cluster_role() -> Value {
-    of_kind(&documents("deploy/base/rbac.yaml"), "ClusterRole").clone()
 }
 
 /// Deserialize `doc` into the Kubernetes type `T` and back: a field `T` does not have

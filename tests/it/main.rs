@@ -15,6 +15,7 @@ mod kubectl;
 mod plugin;
 mod plugin_sim;
 mod process;
+mod rbac;
 mod remote;
 mod replicas;
 mod serve;

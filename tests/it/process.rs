@@ -18,8 +18,14 @@ pub struct Spawned {
 impl Spawned {
     /// Start `kstage args...` in the project root.
     pub fn start(args: &[&str]) -> Self {
+        Self::start_with(args, &[])
+    }
+
+    /// [`Spawned::start`] with these environment variables.
+    pub fn start_with(args: &[&str], env: &[(&str, &str)]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_kstage"))
             .args(args)
+            .envs(env.iter().copied())
             .current_dir(crate::root())
             .env_remove("KSTAGE_LOG")
             .stderr(Stdio::piped())

@@ -15,7 +15,7 @@ use futures_util::{StreamExt as _, TryStreamExt as _};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::process::Spawned;
 use crate::remote::{apiserver, client, node_ready, pod_running, until};
@@ -99,8 +99,11 @@ async fn create_pods(pods: &Api<Pod>, range: std::ops::Range<usize>) {
 
 /// Watch `api` until `done` holds for all its objects by name (a watcher, no polling),
 /// or fail after a minute with what was seen.
-async fn watch_until<K>(api: Api<K>, what: &str, done: impl Fn(&BTreeMap<String, K>) -> bool)
-where
+pub(crate) async fn watch_until<K>(
+    api: Api<K>,
+    what: &str,
+    done: impl Fn(&BTreeMap<String, K>) -> bool,
+) where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
 {
     use kube::runtime::watcher;
@@ -263,80 +266,10 @@ async fn a_replica_stopped_by_sigterm_hands_over_and_the_cluster_role_covers_eve
     }
     drop(b);
 
-    check_cluster_role(&audit);
-}
-
-/// Every request kstage made (by its `User-Agent`) is allowed by the shipped ClusterRole,
-/// and each verb it grants on each resource was used.
-fn check_cluster_role(audit: &Path) {
-    let role = crate::deploy::cluster_role();
-    let text = std::fs::read_to_string(audit).expect("audit log");
-    let mut used = BTreeSet::new();
-    let mut denied = BTreeSet::new();
-    let mut kstage_requests = 0;
-    for line in text.lines() {
-        let event: Value = serde_json::from_str(line).expect("one JSON event per line");
-        assert_eq!(event["apiVersion"], "audit.k8s.io/v1");
-        let agent = event["userAgent"].as_str().unwrap_or("");
-        if !agent.starts_with("kstage/") {
-            continue;
-        }
-        kstage_requests += 1;
-        let verb = event["verb"].as_str().expect("verb").to_owned();
-        let Some(object) = event.get("objectRef") else {
-            // Discovery, which every authenticated user may read (system:discovery).
-            let uri = event["requestURI"].as_str().expect("uri");
-            let path = uri.split('?').next().unwrap_or(uri);
-            assert!(
-                verb == "get"
-                    && ["/api", "/apis", "/version", "/openapi"]
-                        .iter()
-                        .any(|p| path == *p || path.starts_with(&format!("{p}/"))),
-                "a non-resource request outside discovery: {verb} {uri}"
-            );
-            continue;
-        };
-        let group = object["apiGroup"].as_str().unwrap_or("").to_owned();
-        let mut resource = object["resource"].as_str().expect("resource").to_owned();
-        if let Some(sub) = object["subresource"].as_str() {
-            resource = format!("{resource}/{sub}");
-        }
-        if !crate::deploy::allows(&role, &group, &resource, &verb) {
-            denied.insert(format!("{verb} {group}/{resource}"));
-        }
-        used.insert((group, resource, verb));
-    }
-    assert!(
-        kstage_requests > 100,
-        "kstage's requests were recorded: {kstage_requests}"
-    );
-    assert!(
-        denied.is_empty(),
-        "the ClusterRole does not allow: {denied:?}"
-    );
-    let mut unused = Vec::new();
-    for rule in role["rules"].as_array().expect("rules") {
-        assert!(rule.get("resourceNames").is_none(), "{rule}");
-        let list = |key: &str| -> Vec<String> {
-            rule[key]
-                .as_array()
-                .expect("list")
-                .iter()
-                .map(|v| v.as_str().expect("text").to_owned())
-                .collect()
-        };
-        for group in list("apiGroups") {
-            for resource in list("resources") {
-                for verb in list("verbs") {
-                    if !used.contains(&(group.clone(), resource.clone(), verb.clone())) {
-                        unused.push(format!("{verb} {group}/{resource}"));
-                    }
-                }
-            }
-        }
-    }
-    assert!(
-        unused.is_empty(),
-        "granted but never used: {unused:?} (used: {used:?})"
+    // Every request allowed by the base's ClusterRole, every verb it grants used.
+    let docs = crate::deploy::documents("deploy/base/rbac.yaml");
+    crate::rbac::check(
+        &crate::rbac::requests(&audit),
+        &crate::rbac::grants(&docs, true),
     );
 }
