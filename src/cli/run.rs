@@ -233,7 +233,6 @@ impl Plugins {
                 (Some(set), true) => Some(crate::daemon::plugins::PluginResources {
                     set: set.clone(),
                     cache: crate::plugin::fetch::cache_dir(),
-                    written: Arc::default(),
                 }),
                 _ => None,
             },

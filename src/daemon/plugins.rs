@@ -44,8 +44,6 @@ pub struct PluginResources {
     pub set: Arc<PluginSet>,
     /// Where fetched components are kept, by digest.
     pub cache: PathBuf,
-    /// Status writes made (for tests and metrics).
-    pub written: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// Why a StagePlugin's spec is not what serves.
@@ -94,7 +92,6 @@ struct Controller {
     /// A watch per referenced ConfigMap (namespace, name).
     config_maps: HashMap<(String, String), JoinHandle<()>>,
     nudge: mpsc::UnboundedSender<()>,
-    written: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// Watch the StagePlugin resources (and the ConfigMaps they name) and keep the plugin set
@@ -115,7 +112,6 @@ pub(super) async fn play_plugin_resources(
         serving: BTreeMap::new(),
         config_maps: HashMap::new(),
         nudge,
-        written: resources.written,
     };
     let mut events = cluster.watch(&stage_plugin_resource());
     loop {
@@ -517,6 +513,7 @@ impl Controller {
             }
         }
         let Some(patch) = patch_status(object, &conditions, &fields, chrono::Utc::now()) else {
+            self.engine.metrics().plugin_status("unchanged");
             return;
         };
         let resource = stage_plugin_resource();
@@ -534,8 +531,7 @@ impl Controller {
         };
         match self.cluster.patch(&key, request).await {
             Ok(_) => {
-                self.written
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.engine.metrics().plugin_status("written");
                 // The replica whose write took tells why, once.
                 if let Some(f) = failure {
                     let event = EventRequest {
@@ -560,17 +556,21 @@ impl Controller {
                 }
             }
             Err(e) if matches!(e.status, Some(404 | 409)) => {
+                self.engine.metrics().plugin_status("conflict");
                 tracing::debug!(
                     plugin = key.name,
                     "StagePlugin status not written: {}",
                     e.message
                 );
             }
-            Err(e) => tracing::warn!(
-                plugin = key.name,
-                "cannot write the StagePlugin's status: {}",
-                e.message
-            ),
+            Err(e) => {
+                self.engine.metrics().plugin_status("failed");
+                tracing::warn!(
+                    plugin = key.name,
+                    "cannot write the StagePlugin's status: {}",
+                    e.message
+                );
+            }
         }
     }
 }

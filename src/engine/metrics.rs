@@ -26,6 +26,7 @@ pub struct Metrics {
     retries: Labelled,
     dropped: Labelled,
     stage_status: Labelled,
+    plugin_status: Labelled,
     /// Patches not sent because they would change nothing.
     pub noops: AtomicU64,
     /// Events emitted by Stages.
@@ -90,6 +91,7 @@ impl Default for Metrics {
             ]),
             dropped: Labelled::starting(&["max-attempts", "not-found"]),
             stage_status: Labelled::starting(&["written", "unchanged", "conflict", "failed"]),
+            plugin_status: Labelled::starting(&["written", "unchanged", "conflict", "failed"]),
             // 100 µs to ~100 s.
             step_duration: Histogram::new(exponential_buckets(1e-4, 4.0, 11)),
             noops: AtomicU64::new(0),
@@ -298,6 +300,16 @@ impl Metrics {
     /// [`Metrics::stage_status`] by result, every result included.
     pub fn stage_statuses(&self) -> BTreeMap<String, u64> {
         self.stage_status.snapshot()
+    }
+
+    /// A StagePlugin resource's status was looked at (results as [`Metrics::stage_status`]).
+    pub fn plugin_status(&self, result: &str) {
+        self.plugin_status.inc(result);
+    }
+
+    /// [`Metrics::plugin_status`] by result, every result included.
+    pub fn plugin_statuses(&self) -> BTreeMap<String, u64> {
+        self.plugin_status.snapshot()
     }
 
     /// Read a plain counter.

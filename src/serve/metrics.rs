@@ -210,6 +210,14 @@ impl<C: Cluster + 'static> Collector for EngineCollector<C> {
                 .into_iter()
                 .map(|(result, n)| (vec![("result", result)], n)),
         )?;
+        counters(
+            e,
+            "kstage_stage_plugin_status",
+            "StagePlugin resource statuses looked at, by result: written, unchanged (no write: it said the same), conflict (the StagePlugin changed meanwhile), failed.",
+            m.plugin_statuses()
+                .into_iter()
+                .map(|(result, n)| (vec![("result", result)], n)),
+        )?;
         let plain: [(&str, &str, &std::sync::atomic::AtomicU64); 5] = [
             (
                 "kstage_noop_patches_skipped",

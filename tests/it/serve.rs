@@ -60,6 +60,7 @@ const FAMILIES: &[&str] = &[
     "rest_client_requests",
     "rest_client_request_duration_seconds",
     "kstage_stage_status",
+    "kstage_stage_plugin_status",
     "kstage_plugin_calls",
     "kstage_plugin_call_duration_seconds",
     "kstage_plugin_swaps",

@@ -5,7 +5,6 @@
 //! unbinds it; two daemons swap on one edit and do not fight over the status.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -106,11 +105,10 @@ fn update(state: &State, object: Value) {
     state.update(&k, current, None).expect("updated");
 }
 
-/// A daemon, its plugin set, and its count of StagePlugin status writes.
+/// A daemon and its plugin set.
 struct Replica {
     daemon: Daemon,
     set: Arc<PluginSet>,
-    written: Arc<AtomicU64>,
 }
 
 async fn replica(server: &ApiServer) -> Replica {
@@ -124,7 +122,6 @@ async fn replica(server: &ApiServer) -> Replica {
         Utc::now(),
         "plugins",
     )));
-    let written = Arc::new(AtomicU64::new(0));
     let daemon = Daemon::start(
         cluster,
         Vec::new(),
@@ -133,7 +130,6 @@ async fn replica(server: &ApiServer) -> Replica {
             plugins: Some(PluginResources {
                 set: set.clone(),
                 cache,
-                written: written.clone(),
             }),
         },
         renderer,
@@ -144,17 +140,13 @@ async fn replica(server: &ApiServer) -> Replica {
         },
         set.deciders(),
     );
-    Replica {
-        daemon,
-        set,
-        written,
-    }
+    Replica { daemon, set }
 }
 
 fn writes(replicas: &[&Replica]) -> u64 {
     replicas
         .iter()
-        .map(|r| r.written.load(Ordering::Relaxed))
+        .map(|r| r.daemon.engine().metrics().plugin_statuses()["written"])
         .sum()
 }
 
