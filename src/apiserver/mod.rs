@@ -126,6 +126,9 @@ pub struct Server {
     pub address: String,
     /// Where each request is recorded, if anywhere.
     pub audit: Option<Arc<audit::AuditLog>>,
+    /// Watches ended with `ERROR` 410 Expired (their resourceVersion older than the
+    /// history kept), for tests.
+    pub expired_watches: std::sync::atomic::AtomicU64,
 }
 
 /// A generated certificate authority and the server certificate it signed.
@@ -213,6 +216,7 @@ impl ApiServer {
         };
         let server = Arc::new(Server {
             audit,
+            expired_watches: std::sync::atomic::AtomicU64::new(0),
             state: State::new(clock.clone(), config.history_limit),
             faults: Faults::new(config.faults.clone(), config.fault_seed),
             config,

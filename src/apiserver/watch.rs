@@ -81,6 +81,9 @@ pub fn start(
             tokio::spawn(run(server, resource, start, options, tx));
         }
         Err(expired) => {
+            server
+                .expired_watches
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let line = expired_line(from.unwrap_or(0), expired.oldest);
             // The channel is new and has room.
             let _ = tx.try_send(line);
@@ -192,6 +195,9 @@ async fn run(
         latest.borrow_and_update();
         match start.channel.after(cursor) {
             Err(expired) => {
+                server
+                    .expired_watches
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let _ = tx.send(expired_line(cursor, expired.oldest)).await;
                 return;
             }

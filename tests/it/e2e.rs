@@ -144,6 +144,12 @@ fn condition_true(object: &Value, kind: &str) -> bool {
 /// engine talking to `server` through kube-rs: nodes Ready, pods Running with an IP
 /// each, then a user's graceful deletion and the pods gone.
 async fn nodes_and_pods_through_the_engine(server: &ApiServer) {
+    lifecycle_through_the_engine(server, 100, 1_000).await;
+}
+
+/// [`nodes_and_pods_through_the_engine`] with `nodes` and `pods`; at the end the engine
+/// still plays a pod created then.
+pub(crate) async fn lifecycle_through_the_engine(server: &ApiServer, nodes: usize, pods: usize) {
     let (engine, tasks) = start_engine(
         server,
         &["stage/node/fast", "stage/pod/general"],
@@ -153,7 +159,6 @@ async fn nodes_and_pods_through_the_engine(server: &ApiServer) {
     .await;
     let started = std::time::Instant::now();
     let state = &server.server().state;
-    let (nodes, pods) = (100, 1_000);
     // No delays: the test is about the path, not KWOK's pacing.
     let fast = json!({
         "pod-create.stage.kwok.x-k8s.io/delay": "0s", "pod-create.stage.kwok.x-k8s.io/jitter-delay": "0s",
@@ -185,6 +190,23 @@ async fn nodes_and_pods_through_the_engine(server: &ApiServer) {
     let deleting = std::time::Instant::now();
     wait_for(state, "v1", "Pod", "pods gone", <[_]>::is_empty, |_| true).await;
     eprintln!("{pods} pods deleted in {:?}", deleting.elapsed());
+    // Still serving: a pod created now is played.
+    state
+        .create(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "late", "namespace": "default", "annotations": fast},
+            "spec": {"nodeName": "node-0", "containers": [{"name": "c", "image": "busybox"}]},
+        }))
+        .expect("pod");
+    wait_for(
+        state,
+        "v1",
+        "Pod",
+        "the late pod Running",
+        |all| all.len() == 1,
+        |p| p.pointer("/status/phase") == Some(&json!("Running")),
+    )
+    .await;
     engine.shutdown();
     for t in tasks {
         t.abort();
@@ -220,8 +242,12 @@ async fn under_ten_percent_faults_nothing_is_lost_and_no_event_repeats() {
         injected as f64 > 0.05 * requests as f64,
         "{injected} faults in {requests} requests"
     );
-    // Every event (object, reason) once, although requests failed and were retried.
-    let state = &server.server().state;
+    assert_no_event_twice(&server.server().state);
+}
+
+/// Every Stage event (object, reason) recorded once, although requests failed and were
+/// retried.
+pub(crate) fn assert_no_event_twice(state: &State) {
     let events = state.resource_of("v1", "Event").expect("events");
     let mut counts: std::collections::BTreeMap<(String, String), usize> = Default::default();
     for e in state

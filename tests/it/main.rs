@@ -8,6 +8,7 @@ mod deploy;
 mod e2e;
 mod engine;
 mod examples;
+mod faults;
 mod fixtures;
 mod hostile;
 mod golden;
