@@ -19,6 +19,7 @@ mod process;
 mod rbac;
 mod remote;
 mod replicas;
+mod restarts;
 mod serve;
 mod sim;
 mod stage_plugins;
