@@ -23,6 +23,7 @@ use serde_json::json;
 
 mod observed;
 pub mod scrape;
+pub mod soak;
 use observed::Observed;
 
 /// The benchmark's pods in `namespace`, read as [`Observed`].

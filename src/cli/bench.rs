@@ -95,6 +95,15 @@ pub struct BenchArgs {
     /// runs with and without it for what scraping costs.
     #[arg(long, value_parser = super::duration::parse_std_duration, conflicts_with = "external")]
     scrape: Option<Duration>,
+    /// Churn for this long (e.g. `30m`): the lifecycle again and again with the engine in
+    /// this process, sampling its RSS, open file descriptors, queue depth and
+    /// transitions/s every `--sample`; fails (exit 1) when RSS or descriptors grow by more
+    /// than 10% after the warm-up (the first fifth).
+    #[arg(long, value_parser = super::duration::parse_std_duration, conflicts_with_all = ["external", "backlog"], requires = "stages")]
+    soak: Option<Duration>,
+    /// How often `--soak` samples.
+    #[arg(long, default_value = "10s", value_parser = super::duration::parse_std_duration)]
+    sample: Duration,
 }
 
 /// KWOK's benchmark: nodes, pods (all on one node), and the limits of its CI for nodes
@@ -146,7 +155,17 @@ pub(super) fn run(mut args: BenchArgs) -> anyhow::Result<ExitCode> {
         let (server, config) = match &args.kubeconfig {
             Some(path) => (None, super::run::client_config(Some(path)).await?),
             None => {
-                let server = ApiServer::start(Config::default()).await?;
+                // A soak keeps the embedded server's watch history short: the default
+                // (50,000 events per kind) would grow this process for minutes and hide
+                // the engine's own figure.
+                let config = match args.soak {
+                    Some(_) => Config {
+                        history_limit: 2_000,
+                        ..Config::default()
+                    },
+                    None => Config::default(),
+                };
+                let server = ApiServer::start(config).await?;
                 let config = super::run::embedded_config(&server).await?;
                 (Some(server), config)
             }
@@ -273,6 +292,34 @@ pub(super) fn run(mut args: BenchArgs) -> anyhow::Result<ExitCode> {
                 spec.concurrency,
                 if args.external { ", engine run elsewhere" } else { "" },
             );
+            if let Some(duration) = args.soak {
+                if let Some(start) = start.take() {
+                    start();
+                }
+                let engine = daemon
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .as_ref()
+                    .map(|d| d.engine().clone())
+                    .ok_or_else(|| anyhow::anyhow!("the engine did not start"))?;
+                eprintln!("kstage bench: soak for {duration:?}, a sample every {:?}", args.sample);
+                let report = crate::bench::soak::soak(client, &spec, engine, duration, args.sample, |s| {
+                    println!("soak: {s}");
+                })
+                .await
+                .map_err(|f| anyhow::anyhow!("the soak stopped: {}", f.error))?;
+                let percent = |g: Option<f64>| g.map_or_else(|| "not judged (fewer than 5 samples)".to_owned(), |g| format!("{:+.1}%", g * 100.0));
+                super::print(&format!(
+                    "soak: {} rounds in {:?}; after the warm-up RSS {}, open fds {}\n",
+                    report.rounds,
+                    duration,
+                    percent(report.rss_growth),
+                    percent(report.fds_growth),
+                ))?;
+                let grew = [report.rss_growth, report.fds_growth].iter().flatten().any(|g| *g > 0.10);
+                drop(server);
+                return anyhow::Ok(if grew { ExitCode::from(1) } else { ExitCode::SUCCESS });
+            }
             let cpu = || process.and_then(process_cpu).unwrap_or_default();
             let writes = || {
                 daemon

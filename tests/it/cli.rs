@@ -304,3 +304,76 @@ status: {phase: Pending}
         "the claim it binds keeps its namespace"
     );
 }
+
+/// `kstage bench --soak`: rounds of the lifecycle, a sample line per interval (RSS, open
+/// fds, queue depth, transitions/s), then the growth verdict. (Whether this short run
+/// grows is not asserted: the exit code says it, 1 for growth.)
+#[test]
+fn bench_soak_samples_the_engine_while_it_churns() {
+    let [nodes, pods] = ["stage/node/fast", "stage/pod/fast"]
+        .map(|s| crate::kwok_dir().join(s).display().to_string());
+    let out = crate::kstage(&[
+        "bench",
+        "--embedded",
+        "--stages",
+        &nodes,
+        &pods,
+        "--nodes",
+        "3",
+        "--pods",
+        "20",
+        "--soak",
+        "3s",
+        "--sample",
+        "250ms",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        matches!(out.status.code(), Some(0 | 1)),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let samples: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("soak: t="))
+        .collect();
+    assert!(samples.len() >= 8, "{stdout}");
+    for s in &samples {
+        for field in ["rss=", "fds=", "queued=", "transitions/s="] {
+            assert!(s.contains(field), "{s}");
+        }
+    }
+    let verdict = stdout
+        .lines()
+        .find(|l| l.contains("rounds in"))
+        .expect("a verdict");
+    let rounds: usize = verdict
+        .trim_start_matches("soak: ")
+        .split(' ')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .expect("rounds");
+    assert!(rounds >= 1, "{verdict}");
+    assert!(
+        verdict.contains("RSS") && verdict.contains("open fds"),
+        "{verdict}"
+    );
+    let grew = verdict.contains("RSS +") && {
+        let pct = |label: &str| -> f64 {
+            let at = verdict.find(label).expect("label") + label.len();
+            verdict[at..]
+                .trim_start()
+                .trim_start_matches('+')
+                .split('%')
+                .next()
+                .and_then(|n| n.trim().parse().ok())
+                .unwrap_or(0.0)
+        };
+        pct("RSS") > 10.0 || pct("open fds") > 10.0
+    };
+    assert_eq!(
+        out.status.code(),
+        Some(if grew { 1 } else { 0 }),
+        "{verdict}"
+    );
+}
