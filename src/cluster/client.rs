@@ -335,6 +335,12 @@ pub(crate) fn remains_after_delete(answer: &Value) -> bool {
     marked && (held || grace > 0)
 }
 
+/// Whether a create failed because an object of that name exists (409 `AlreadyExists`,
+/// as opposed to a 409 `Conflict` on a write's precondition).
+fn already_exists(error: &ClusterError) -> bool {
+    error.status == Some(409) && error.reason.as_deref() == Some("AlreadyExists")
+}
+
 fn node_ref() -> ResourceRef {
     ResourceRef {
         api_group: "v1".into(),
@@ -686,8 +692,7 @@ impl Cluster for KubeCluster {
                 // again after a restart or a handover): sent.
                 Err(e) => {
                     let error = from_kube(&e);
-                    if error.status == Some(409) && error.reason.as_deref() == Some("AlreadyExists")
-                    {
+                    if already_exists(&error) {
                         Ok(())
                     } else {
                         Err(error)
@@ -708,6 +713,24 @@ mod tests {
         let text = std::fs::read_to_string(&path).expect("transcript");
         let exchange: Value = serde_json::from_str(&text).expect("JSON");
         exchange["response"]["body"].clone()
+    }
+
+    #[test]
+    fn a_second_create_of_a_named_event_is_already_exists() {
+        // What kube-apiserver answered a second create of the Event `rec-pod.1`.
+        let status: kube::core::Status =
+            serde_json::from_value(answer("19-event-create-again-409.json")).expect("a Status");
+        let error = from_kube(&kube::Error::Api(Box::new(status)));
+        assert!(already_exists(&error), "{error:?}");
+        // A precondition conflict is not.
+        let conflict: kube::core::Status = serde_json::from_value(json!({
+            "kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 409,
+            "reason": "Conflict", "message": "the object has been modified",
+        }))
+        .expect("a Status");
+        assert!(!already_exists(&from_kube(&kube::Error::Api(Box::new(
+            conflict
+        )))));
     }
 
     #[test]
