@@ -248,31 +248,48 @@ async fn under_ten_percent_faults_nothing_is_lost_and_no_event_repeats() {
 /// Every Stage event (object, reason) recorded once, although requests failed and were
 /// retried.
 pub(crate) fn assert_no_event_twice(state: &State) {
-    let events = state.resource_of("v1", "Event").expect("events");
-    let mut counts: std::collections::BTreeMap<(String, String), usize> = Default::default();
-    for e in state
-        .list(&events, None, None, 0, None, |_| true)
-        .expect("list")
-        .items
-    {
-        let name = e
-            .pointer("/involvedObject/name")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_owned();
-        let reason = e
-            .pointer("/reason")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_owned();
-        *counts.entry((name, reason)).or_default() += 1;
-    }
+    let counts = event_counts(state);
     assert!(!counts.is_empty(), "the Stages emit events");
     let repeated: Vec<_> = counts.iter().filter(|(_, n)| **n > 1).collect();
     assert!(
         repeated.is_empty(),
         "events emitted more than once: {repeated:?}"
     );
+}
+
+/// The core Events the embedded server stores, counted by (involved object's name,
+/// reason).
+pub(crate) fn event_counts(state: &State) -> std::collections::BTreeMap<(String, String), usize> {
+    let events = state.resource_of("v1", "Event").expect("events");
+    let mut counts = std::collections::BTreeMap::new();
+    for e in state
+        .list(&events, None, None, 0, None, |_| true)
+        .expect("list")
+        .items
+    {
+        let text = |pointer: &str| {
+            e.pointer(pointer)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned()
+        };
+        *counts
+            .entry((text("/involvedObject/name"), text("/reason")))
+            .or_default() += 1;
+    }
+    counts
+}
+
+/// The objects with an Event of `reason`, and how many each has.
+pub(crate) fn events_by_object(
+    state: &State,
+    reason: &str,
+) -> std::collections::BTreeMap<String, usize> {
+    event_counts(state)
+        .into_iter()
+        .filter(|((_, r), _)| r == reason)
+        .map(|((name, _), n)| (name, n))
+        .collect()
 }
 
 /// Define kstage's Stage resource (`deploy/crds`) in the embedded server.
@@ -1163,6 +1180,13 @@ fn sighup_reloads_the_plugin_config() {
     assert!(rejected.contains("missing.wasm"), "{rejected}");
 }
 
+/// kstage's own node and pod Stage folders (`examples/stages`), as [`start_engine`]
+/// takes them.
+fn examples() -> [String; 2] {
+    let examples = crate::root().join("examples/stages");
+    [examples.join("node"), examples.join("pod")].map(|p| p.display().to_string())
+}
+
 /// Pods with a finalizer are deleted while a third of the pod patches fail with 409: the
 /// removal Stage (event, finalizers off, delete) is retried at the failed step, after a
 /// fresh read, and never played again from its first step: one `Killing` event each.
@@ -1173,8 +1197,7 @@ async fn conflicts_during_a_removal_do_not_replay_its_event() {
         ..Config::default()
     };
     let server = ApiServer::start(config).await.expect("server");
-    let examples = crate::root().join("examples/stages");
-    let sets = [examples.join("node"), examples.join("pod")].map(|p| p.display().to_string());
+    let sets = examples();
     let sets: Vec<&str> = sets.iter().map(String::as_str).collect();
     let (engine, tasks) = start_engine(&server, &sets, 4, Default::default()).await;
     let state = &server.server().state;
@@ -1204,21 +1227,7 @@ async fn conflicts_during_a_removal_do_not_replay_its_event() {
         true
     })
     .await;
-    let events = state.resource_of("v1", "Event").expect("events");
-    let mut killing: std::collections::BTreeMap<String, usize> = Default::default();
-    for e in state
-        .list(&events, None, None, 0, None, |_| true)
-        .expect("list")
-        .items
-    {
-        if e["reason"] == "Killing" {
-            let name = e["involvedObject"]["name"]
-                .as_str()
-                .unwrap_or("")
-                .to_owned();
-            *killing.entry(name).or_default() += 1;
-        }
-    }
+    let killing = events_by_object(state, "Killing");
     let twice: Vec<_> = killing.iter().filter(|(_, n)| **n > 1).collect();
     assert!(twice.is_empty(), "Killing emitted twice: {twice:?}");
     assert_eq!(killing.len(), pods, "a Killing event per pod");
@@ -1241,30 +1250,9 @@ async fn a_stage_played_again_by_another_engine_does_not_repeat_its_events() {
     faults.set_spec("patch/pods:500=1".parse().expect("spec"));
     let pods = 20;
     create_nodes_and_pods(state, 2, pods, &json!({}));
-    let examples = crate::root().join("examples/stages");
-    let sets = [examples.join("node"), examples.join("pod")].map(|p| p.display().to_string());
+    let sets = examples();
     let sets: Vec<&str> = sets.iter().map(String::as_str).collect();
-    let scheduled = |state: &State| -> std::collections::BTreeMap<String, usize> {
-        let events = state.resource_of("v1", "Event").expect("events");
-        let mut by_pod = std::collections::BTreeMap::new();
-        for e in state
-            .list(&events, None, None, 0, None, |_| true)
-            .expect("list")
-            .items
-        {
-            if e["reason"] == "Scheduled" {
-                *by_pod
-                    .entry(
-                        e["involvedObject"]["name"]
-                            .as_str()
-                            .unwrap_or("")
-                            .to_owned(),
-                    )
-                    .or_insert(0) += 1;
-            }
-        }
-        by_pod
-    };
+    let scheduled = |state: &State| events_by_object(state, "Scheduled");
     let (first, tasks) = start_engine(&server, &sets, 4, Default::default()).await;
     wait_for(
         state,

@@ -307,7 +307,7 @@ async fn the_plugins_overlay_grants_what_plugin_crds_asks_for() {
         "StagePlugin",
     ));
     let api: Api<DynamicObject> = Api::all_with(client, &resource);
-    crate::replicas::watch_until(api, "the StagePlugin serving", |all| {
+    crate::remote::watch_until(api, "the StagePlugin serving", |all| {
         all.get("chaos").is_some_and(|o| {
             o.data
                 .pointer("/status/conditions")

@@ -4,6 +4,7 @@
 //! must play objects it only ever saw as list items, which carry no `apiVersion`/`kind`),
 //! and then `kstage bench` runs in each of its modes against the same server.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -11,7 +12,7 @@ use futures_util::{StreamExt as _, TryStreamExt as _};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::runtime::{WatchStreamExt as _, watcher};
+use kube::runtime::WatchStreamExt as _;
 use serde_json::json;
 
 use crate::process::Spawned;
@@ -76,23 +77,49 @@ where
 pub(crate) async fn until<K>(api: Api<K>, want: usize, what: &str, done: impl Fn(&K) -> bool)
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
-    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
 {
-    let mut finished = std::collections::HashSet::new();
+    watch_until(api, what, |all| {
+        all.values().filter(|o| done(o)).count() >= want
+    })
+    .await;
+}
+
+/// Watch `api` until `done` holds for all its objects by name (a watcher, no polling),
+/// or fail after two minutes with what was seen. Watch errors are retried with backoff.
+pub(crate) async fn watch_until<K>(
+    api: Api<K>,
+    what: &str,
+    done: impl Fn(&BTreeMap<String, K>) -> bool,
+) where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    use kube::runtime::watcher;
+    let mut seen: BTreeMap<String, K> = BTreeMap::new();
+    let mut fresh: BTreeMap<String, K> = BTreeMap::new();
+    let mut listed = false;
     let mut stream = watcher(api, watcher::Config::default())
         .default_backoff()
-        .applied_objects()
         .boxed();
     let watching = async {
-        while let Some(object) = stream.next().await {
-            let Ok(object) = object else { continue };
-            let name = object.meta().name.clone().unwrap_or_default();
-            if done(&object) {
-                finished.insert(name);
-            } else {
-                finished.remove(&name);
+        while let Some(event) = stream.next().await {
+            let Ok(event) = event else { continue };
+            match event {
+                watcher::Event::Init => fresh.clear(),
+                watcher::Event::InitApply(o) => {
+                    fresh.insert(o.meta().name.clone().unwrap_or_default(), o);
+                }
+                watcher::Event::InitDone => {
+                    seen = std::mem::take(&mut fresh);
+                    listed = true;
+                }
+                watcher::Event::Apply(o) => {
+                    seen.insert(o.meta().name.clone().unwrap_or_default(), o);
+                }
+                watcher::Event::Delete(o) => {
+                    seen.remove(&o.meta().name.clone().unwrap_or_default());
+                }
             }
-            if finished.len() >= want {
+            if listed && done(&seen) {
                 return;
             }
         }
@@ -100,9 +127,31 @@ where
     let reached = tokio::time::timeout(Duration::from_secs(120), watching).await;
     assert!(
         reached.is_ok(),
-        "timed out: {} of {want} {what}",
-        finished.len()
+        "timed out waiting for {what}: {:?}",
+        seen.keys()
     );
+}
+
+/// The core Events in `namespace`, counted by (involved object's name, reason), each
+/// Event counting its `count`.
+pub(crate) async fn event_counts(
+    client: &kube::Client,
+    namespace: &str,
+) -> std::collections::BTreeMap<(String, String), i32> {
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), namespace);
+    let mut counts = std::collections::BTreeMap::new();
+    for e in events
+        .list(&kube::api::ListParams::default())
+        .await
+        .expect("events")
+        .items
+    {
+        let name = e.involved_object.name.unwrap_or_default();
+        *counts
+            .entry((name, e.reason.unwrap_or_default()))
+            .or_default() += e.count.unwrap_or(1);
+    }
+    counts
 }
 
 pub(crate) fn node_ready(n: &Node) -> bool {

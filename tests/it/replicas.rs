@@ -9,16 +9,15 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::time::Duration;
 
 use futures_util::{StreamExt as _, TryStreamExt as _};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Event, Node, Pod};
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::json;
 
 use crate::process::Spawned;
-use crate::remote::{apiserver, client, node_ready, pod_running, until};
+use crate::remote::{apiserver, client, event_counts, node_ready, pod_running, until, watch_until};
 
 const NODES: usize = 6;
 /// Pods created before the SIGTERM, and as many again while it lands.
@@ -95,51 +94,6 @@ async fn create_pods(pods: &Api<Pod>, range: std::ops::Range<usize>) {
         .try_collect::<Vec<()>>()
         .await
         .expect("pods created");
-}
-
-/// Watch `api` until `done` holds for all its objects by name (a watcher, no polling),
-/// or fail after a minute with what was seen.
-pub(crate) async fn watch_until<K>(
-    api: Api<K>,
-    what: &str,
-    done: impl Fn(&BTreeMap<String, K>) -> bool,
-) where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
-{
-    use kube::runtime::watcher;
-    let mut seen: BTreeMap<String, K> = BTreeMap::new();
-    let mut fresh: BTreeMap<String, K> = BTreeMap::new();
-    let mut listed = false;
-    let mut stream = watcher(api, watcher::Config::default()).boxed();
-    let watching = async {
-        while let Some(event) = stream.next().await {
-            match event.expect("watch") {
-                watcher::Event::Init => fresh.clear(),
-                watcher::Event::InitApply(o) => {
-                    fresh.insert(o.meta().name.clone().unwrap_or_default(), o);
-                }
-                watcher::Event::InitDone => {
-                    seen = std::mem::take(&mut fresh);
-                    listed = true;
-                }
-                watcher::Event::Apply(o) => {
-                    seen.insert(o.meta().name.clone().unwrap_or_default(), o);
-                }
-                watcher::Event::Delete(o) => {
-                    seen.remove(&o.meta().name.clone().unwrap_or_default());
-                }
-            }
-            if listed && done(&seen) {
-                return;
-            }
-        }
-    };
-    let reached = tokio::time::timeout(Duration::from_secs(60), watching).await;
-    assert!(
-        reached.is_ok(),
-        "timed out waiting for {what}: {:?}",
-        seen.keys()
-    );
 }
 
 /// The holders of the node Leases (the replicas' own Leases left out).
@@ -245,19 +199,7 @@ async fn a_replica_stopped_by_sigterm_hands_over_and_the_cluster_role_covers_eve
     );
 
     // No Stage event twice: each pod has one Scheduled, one Started, one Killing.
-    let events: Api<Event> = Api::namespaced(client.clone(), "default");
-    let mut counts: BTreeMap<(String, String), i32> = BTreeMap::new();
-    for e in events
-        .list(&ListParams::default())
-        .await
-        .expect("events")
-        .items
-    {
-        let name = e.involved_object.name.unwrap_or_default();
-        *counts
-            .entry((name, e.reason.unwrap_or_default()))
-            .or_default() += e.count.unwrap_or(1);
-    }
+    let counts = event_counts(&client, "default").await;
     let twice: Vec<_> = counts.iter().filter(|(_, n)| **n > 1).collect();
     assert!(twice.is_empty(), "events emitted twice: {twice:?}");
     for reason in ["Scheduled", "Started", "Killing"] {

@@ -2,15 +2,12 @@
 //! again each time: every pod reaches Running and no Stage event is recorded twice (the
 //! Events are named after what they record, see the README's *Events once*).
 
-use std::collections::BTreeMap;
-
-use k8s_openapi::api::core::v1::{Event, Node, Pod};
-use kube::api::{Api, ListParams, PostParams};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, PostParams};
 use serde_json::json;
 
 use crate::process::Spawned;
-use crate::remote::{apiserver, client, pod_running};
-use crate::replicas::watch_until;
+use crate::remote::{apiserver, client, event_counts, pod_running, watch_until};
 
 const PODS: usize = 1_000;
 const KILLS: usize = 20;
@@ -106,19 +103,7 @@ async fn sigkill_and_restart_twenty_times_sends_no_event_twice() {
     .await;
     drop(current);
 
-    let events: Api<Event> = Api::namespaced(client, "default");
-    let mut counts: BTreeMap<(String, String), i32> = BTreeMap::new();
-    for e in events
-        .list(&ListParams::default())
-        .await
-        .expect("events")
-        .items
-    {
-        let name = e.involved_object.name.unwrap_or_default();
-        *counts
-            .entry((name, e.reason.unwrap_or_default()))
-            .or_default() += e.count.unwrap_or(1);
-    }
+    let counts = event_counts(&client, "default").await;
     let twice: Vec<_> = counts.iter().filter(|(_, n)| **n > 1).collect();
     assert!(
         twice.is_empty(),

@@ -218,6 +218,19 @@ fn warnings(state: &State, reason: &str) -> usize {
         .count()
 }
 
+/// Wait until a Warning Event of `reason` is recorded for `chaos`.
+async fn warned(state: &State, reason: &str) {
+    wait_for(
+        state,
+        "v1",
+        "Event",
+        &format!("a {reason} Warning"),
+        |_| warnings(state, reason) >= 1,
+        |_| true,
+    )
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stage_plugin_from_a_config_map_is_swapped_kept_and_unbound() {
     let server = ApiServer::start(Config::default()).await.expect("server");
@@ -282,15 +295,7 @@ async fn a_stage_plugin_from_a_config_map_is_swapped_kept_and_unbound() {
         "Unknown"
     );
     assert_eq!(o["status"]["version"], "1.0.0");
-    wait_for(
-        state,
-        "v1",
-        "Event",
-        "a DigestMismatch Warning",
-        |_| warnings(state, "DigestMismatch") >= 1,
-        |_| true,
-    )
-    .await;
+    warned(state, "DigestMismatch").await;
 
     // A version that fails validation (another interface version): the old one serves.
     update(state, stage_plugin("bad.wasm", &sha(&bad)));
@@ -314,15 +319,7 @@ async fn a_stage_plugin_from_a_config_map_is_swapped_kept_and_unbound() {
     for r in both {
         assert_eq!(serving(&r.set).as_deref(), Some("1.0.0"));
     }
-    wait_for(
-        state,
-        "v1",
-        "Event",
-        "a ValidationFailed Warning",
-        |_| warnings(state, "ValidationFailed") >= 1,
-        |_| true,
-    )
-    .await;
+    warned(state, "ValidationFailed").await;
 
     // A good version 2: swapped.
     update(state, stage_plugin("v2.wasm", &sha(&v2)));
