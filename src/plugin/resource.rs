@@ -73,6 +73,9 @@ pub struct ResourcePlugin {
     pub policies: Policies,
 }
 
+/// The spec as written. Its tuning fields repeat the file config's `RawPlugin` on
+/// purpose: both refuse unknown fields, which serde cannot combine with a flattened
+/// shared struct; the values go through the same `config::settings`.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct RawSpec {
