@@ -188,6 +188,7 @@ impl Controller {
                         sha256: Some(plugin.sha256.clone()),
                         settings: plugin.settings.clone(),
                         policies: plugin.policies,
+                        rollout: plugin.rollout,
                     },
                     bind: plugin.bind.clone(),
                 }),

@@ -13,6 +13,7 @@
 //!   failurePolicy:               # per capability: fail | fallback (default: fail)
 //!     selector: fallback
 //!   wasi: {stdout: true}         # grants; default none (see `host::Grants`)
+//!   rollout: {canary: 20}        # a new version analysed first (see `rollout`)
 //! bindings:                      # the plugin deciding for every Stage, per capability
 //!   classifier: chaos
 //! ```
@@ -29,6 +30,7 @@ use serde::Deserialize;
 use super::Capability;
 use super::host::Grants;
 use super::loaded::Settings;
+use super::rollout::Rollout;
 use crate::go::parse_go_duration;
 
 /// What to do when a plugin call fails (trap, timeout, memory, malformed output, or an
@@ -92,6 +94,8 @@ struct RawPlugin {
     wasi: Grants,
     #[serde(default)]
     warm_instances: Option<usize>,
+    #[serde(default)]
+    rollout: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -127,6 +131,8 @@ pub struct PluginSpec {
     pub settings: Settings,
     /// Failure policy per capability.
     pub policies: Policies,
+    /// How a new version takes over (see [`super::rollout`]).
+    pub rollout: Rollout,
 }
 
 /// The plugins and their global bindings.
@@ -283,12 +289,19 @@ impl PluginConfig {
                 plugin.warm_instances,
                 &at,
             )?;
+            let rollout = plugin
+                .rollout
+                .as_ref()
+                .map(|r| super::rollout::parse(r, &at("rollout")))
+                .transpose()?
+                .unwrap_or_default();
             config.plugins.push(PluginSpec {
                 name: plugin.name,
                 path,
                 sha256,
                 settings,
                 policies: plugin.failure_policy,
+                rollout,
             });
         }
         for (capability, name) in [

@@ -23,6 +23,17 @@ use super::runtime::{DigestHex, Runtime, TICK};
 /// The interface version this kstage speaks.
 pub const INTERFACE_VERSION: &str = "0.1.0";
 
+thread_local! {
+    static LAST_RUN: std::cell::Cell<Duration> = const { std::cell::Cell::new(Duration::ZERO) };
+}
+
+/// How long the last plugin call made on this thread ran on its instance, instantiating
+/// one excluded (what a canary analysis compares: a new version's first calls start
+/// fresh instances, the serving version's are warm).
+pub fn last_run_time() -> Duration {
+    LAST_RUN.get()
+}
+
 /// The least time an instance gets to start.
 pub const INSTANTIATE_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -427,27 +438,37 @@ impl Plugin {
         f: impl FnOnce(&mut Warm) -> wasmtime::Result<R> + Send,
     ) -> Result<R, CallError> {
         let start = Instant::now();
+        // The result, and how long it ran on its instance (instantiating one excluded).
         let run = || {
-            let mut warm = self.take(capability)?;
+            let mut warm = match self.take(capability) {
+                Ok(warm) => warm,
+                Err(e) => return (Err(e), Duration::ZERO),
+            };
+            let ran = Instant::now();
             let ticks = self.settings.timeout.as_nanos().div_ceil(TICK.as_nanos()) as u64 + 1;
             warm.store.set_epoch_deadline(ticks);
             warm.store.data_mut().limits.exceeded = false;
-            match f(&mut warm) {
+            let result = match f(&mut warm) {
                 Ok(value) => {
                     self.give_back(warm);
                     Ok(value)
                 }
                 Err(e) => Err(self.error(capability, self.cause(&warm.store, &e))),
-            }
+            };
+            (result, ran.elapsed())
         };
-        let result = if self.needs_wasi && tokio::runtime::Handle::try_current().is_ok() {
+        let (result, ran) = if self.needs_wasi && tokio::runtime::Handle::try_current().is_ok() {
             std::thread::scope(|scope| match scope.spawn(run).join() {
-                Ok(result) => result,
-                Err(_) => Err(self.error(capability, Cause::Trap("host panic".to_owned()))),
+                Ok(answer) => answer,
+                Err(_) => (
+                    Err(self.error(capability, Cause::Trap("host panic".to_owned()))),
+                    Duration::ZERO,
+                ),
             })
         } else {
             run()
         };
+        LAST_RUN.set(ran);
         let stats = self.stats(capability);
         let took = start.elapsed();
         stats.calls.fetch_add(1, Ordering::Relaxed);

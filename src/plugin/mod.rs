@@ -12,6 +12,8 @@
 //! - [`host`]: a store's data: the `host` interface, memory limiter, WASI grants.
 //! - [`loaded`]: one loaded plugin version and its calls.
 //! - [`error`]: call and load errors as data.
+//! - [`rollout`]: a new version analysed beside the serving one (canary), then promoted
+//!   or rolled back.
 
 mod bindings;
 pub mod convert;
@@ -22,6 +24,7 @@ pub mod host;
 pub mod invoke;
 pub mod loaded;
 pub mod resource;
+pub mod rollout;
 pub mod runtime;
 pub mod set;
 pub mod watch;

@@ -15,6 +15,7 @@
 //!   timeout: 100ms                 # then the file config's fields, same defaults:
 //!   memory: 64Mi                   # timeout, memory, failurePolicy, wasi, warmInstances
 //!   failurePolicy: {classifier: fallback}
+//!   rollout: {canary: 20, analysis: {duration: 5m}}  # see `super::rollout`
 //! ```
 //!
 //! Parsing checks the document only; fetching the component (a ConfigMap read through the
@@ -28,6 +29,7 @@ use super::Capability;
 use super::config::{Policies, parse_sha256, settings};
 use super::host::Grants;
 use super::loaded::Settings;
+use super::rollout::Rollout;
 use crate::stage::ResourceRef;
 
 /// The StagePlugin resource.
@@ -71,6 +73,8 @@ pub struct ResourcePlugin {
     pub settings: Settings,
     /// Failure policy per capability.
     pub policies: Policies,
+    /// How a new version takes over.
+    pub rollout: Rollout,
 }
 
 /// The spec as written. Its tuning fields repeat the file config's `RawPlugin` on
@@ -93,9 +97,7 @@ struct RawSpec {
     wasi: Grants,
     #[serde(default)]
     warm_instances: Option<usize>,
-    /// Read by the rollout (canary), not here.
     #[serde(default)]
-    #[allow(dead_code)]
     rollout: Option<Value>,
 }
 
@@ -188,6 +190,12 @@ impl ResourcePlugin {
             raw.warm_instances,
             &at,
         )?;
+        let rollout = raw
+            .rollout
+            .as_ref()
+            .map(|r| super::rollout::parse(r, &at("rollout")))
+            .transpose()?
+            .unwrap_or_default();
         Ok(Self {
             name,
             generation,
@@ -196,6 +204,7 @@ impl ResourcePlugin {
             bind,
             settings,
             policies: raw.failure_policy,
+            rollout,
         })
     }
 }

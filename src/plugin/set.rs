@@ -14,6 +14,11 @@
 //!
 //! For selection, the candidates are the Stages whose own selectors matched; if they name
 //! different selector plugins, the global binding decides (and a warning is logged).
+//!
+//! A plugin whose spec has a `rollout` with a canary share does not swap a new version in
+//! at once: the new version is analysed beside the serving one (see [`super::rollout`])
+//! and its slot serves both until the verdict. A version rolled back is not tried again
+//! until its content changes.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -27,7 +32,8 @@ use serde_json::Value;
 use super::config::{FailurePolicy, PluginConfig, PluginSpec};
 use super::error::{CallError, Cause, LoadError};
 use super::host::HostEnv;
-use super::loaded::Plugin;
+use super::loaded::{Plugin, last_run_time};
+use super::rollout::{Canary, Outcome, Phase, Pick, Rollout, Tally, Verdict};
 use super::runtime::{Runtime, digest};
 use super::{Capability, types};
 use crate::clock::Clock;
@@ -48,6 +54,14 @@ pub struct SetMetrics {
     pub fallbacks: AtomicU64,
     /// Failed calls that failed their decision (policy `fail`).
     pub failures: AtomicU64,
+    /// New versions put under analysis (canary).
+    pub canaries: AtomicU64,
+    /// Analysed versions promoted.
+    pub promoted: AtomicU64,
+    /// Analysed versions rolled back.
+    pub rolled_back: AtomicU64,
+    /// Analysed versions replaced by another before a verdict.
+    pub superseded: AtomicU64,
 }
 
 /// What a reload did.
@@ -57,6 +71,10 @@ pub struct Reload {
     pub swapped: Vec<String>,
     /// Plugins whose new version was rejected, with the reason.
     pub rejected: Vec<(String, String)>,
+    /// Plugins whose new version is now analysed beside the serving one.
+    pub canaries: Vec<String>,
+    /// Analyses that ended, with their verdict.
+    pub settled: Vec<(String, Verdict)>,
     /// Whether a swapped plugin selects Stages (objects should be matched again).
     pub selectors_changed: bool,
 }
@@ -65,6 +83,62 @@ pub struct Reload {
 struct Slot {
     spec: PluginSpec,
     plugin: Arc<Plugin>,
+    /// A new version under analysis beside `plugin`.
+    trial: Option<Trial>,
+    /// The digest of the last version rolled back: not tried again until the content
+    /// changes.
+    refused: Option<String>,
+}
+
+impl Slot {
+    fn new(spec: PluginSpec, plugin: Arc<Plugin>) -> Self {
+        Self {
+            spec,
+            plugin,
+            trial: None,
+            refused: None,
+        }
+    }
+
+    /// Whether `other` serves exactly as this slot does.
+    fn same(&self, other: &Slot) -> bool {
+        Arc::ptr_eq(&self.plugin, &other.plugin)
+            && self.spec == other.spec
+            && self.refused == other.refused
+            && match (&self.trial, &other.trial) {
+                (Some(a), Some(b)) => Arc::ptr_eq(&a.canary, &b.canary),
+                (None, None) => true,
+                _ => false,
+            }
+    }
+}
+
+/// A new version and its analysis.
+#[derive(Debug, Clone)]
+struct Trial {
+    spec: PluginSpec,
+    canary: Arc<Canary>,
+}
+
+/// A rollout in progress (or just decided), as [`PluginSet::rollouts`] reports it.
+#[derive(Debug, Clone)]
+pub struct RolloutReport {
+    /// The plugin.
+    pub plugin: String,
+    /// The version serving before the rollout.
+    pub stable: Arc<Plugin>,
+    /// The version analysed.
+    pub canary: Arc<Plugin>,
+    /// Its policy.
+    pub rollout: Rollout,
+    /// When the analysis began.
+    pub started: DateTime<Utc>,
+    /// Where it stands.
+    pub phase: Phase,
+    /// The serving version's figures during the analysis.
+    pub stable_figures: Tally,
+    /// The new version's.
+    pub canary_figures: Tally,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -136,8 +210,65 @@ fn combine(file: &PluginConfig, resources: &PluginConfig) -> Result<PluginConfig
 
 enum Bound {
     Builtin,
-    Plugin(Arc<Plugin>, FailurePolicy),
+    Plugin(Route),
     Unknown(String),
+}
+
+/// The version(s) a call goes to: the serving one, and a new one under analysis.
+struct Route {
+    name: String,
+    plugin: Arc<Plugin>,
+    policy: FailurePolicy,
+    /// The new version under analysis, and its failure policy.
+    trial: Option<(Arc<Canary>, FailurePolicy)>,
+}
+
+impl Route {
+    /// Call `call` on the version the analysis picks (or the serving one); with `same`
+    /// (selector, classifier), the new version's answers are compared with the serving
+    /// version's on the same input. The answer, and the failure policy of the version
+    /// that gave it.
+    fn call<T>(
+        &self,
+        set: &PluginSet,
+        call: impl Fn(&Plugin) -> Result<T, CallError>,
+        same: Option<fn(&T, &T) -> bool>,
+    ) -> (Result<T, CallError>, FailurePolicy) {
+        let Some((canary, canary_policy)) = &self.trial else {
+            return (call(&self.plugin), self.policy);
+        };
+        let timed = |plugin: &Plugin, stable: bool| {
+            let answer = call(plugin);
+            canary.record(stable, last_run_time(), answer.is_err());
+            answer
+        };
+        let compare = |new: &Result<T, CallError>, old: &Result<T, CallError>| {
+            if let (Some(same), Ok(new), Ok(old)) = (same, new, old) {
+                canary.compare(same(new, old));
+            }
+        };
+        let answer = match canary.pick() {
+            Pick::Stable => (timed(&self.plugin, true), self.policy),
+            Pick::Canary => {
+                let new = timed(&canary.plugin, false);
+                if same.is_some() && canary.analysing() {
+                    let old = timed(&self.plugin, true);
+                    compare(&new, &old);
+                }
+                (new, *canary_policy)
+            }
+            Pick::Shadow => {
+                let old = timed(&self.plugin, true);
+                let new = timed(&canary.plugin, false);
+                compare(&new, &old);
+                (old, self.policy)
+            }
+        };
+        if canary.analysing() {
+            set.evaluate(&self.name, canary, set.clock.now());
+        }
+        answer
+    }
 }
 
 impl PluginSet {
@@ -158,7 +289,8 @@ impl PluginSet {
             reloading: Mutex::new(()),
             metrics: SetMetrics::default(),
         };
-        let (slots, _) = set.build_slots(&Snapshot::default(), &config)?;
+        let (slots, _) =
+            set.build_slots(&Snapshot::default(), &config, &PluginConfig::default())?;
         *set.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(Snapshot {
             file: config.clone(),
             config,
@@ -189,9 +321,119 @@ impl PluginSet {
         &self.metrics
     }
 
-    /// The serving version of plugin `name`.
+    /// The serving version of plugin `name` (during an analysis: the version serving
+    /// before it).
     pub fn plugin(&self, name: &str) -> Option<Arc<Plugin>> {
         self.snapshot().slots.get(name).map(|s| s.plugin.clone())
+    }
+
+    /// The rollouts in progress, and those decided but not yet settled.
+    pub fn rollouts(&self) -> Vec<RolloutReport> {
+        let snapshot = self.snapshot();
+        let mut reports: Vec<RolloutReport> = snapshot
+            .slots
+            .iter()
+            .filter_map(|(name, slot)| {
+                let trial = slot.trial.as_ref()?;
+                let (stable_figures, canary_figures) = trial.canary.tallies();
+                Some(RolloutReport {
+                    plugin: name.clone(),
+                    stable: slot.plugin.clone(),
+                    canary: trial.canary.plugin.clone(),
+                    rollout: trial.canary.rollout,
+                    started: trial.canary.started,
+                    phase: trial.canary.phase(),
+                    stable_figures,
+                    canary_figures,
+                })
+            })
+            .collect();
+        reports.sort_by(|a, b| a.plugin.cmp(&b.plugin));
+        reports
+    }
+
+    /// Decide the analyses whose time is up, and apply every verdict reached (the
+    /// StagePlugins' only once [`PluginSet::settle`] is told): what a periodic task
+    /// calls. The report lists the verdicts applied.
+    pub fn settle_rollouts(&self) -> Reload {
+        let now = self.clock.now();
+        for (name, slot) in &self.snapshot().slots {
+            if let Some(trial) = &slot.trial {
+                self.evaluate(name, &trial.canary, now);
+            }
+        }
+        self.fold(|_, _| None)
+    }
+
+    /// Apply `verdict` to plugin `name`'s analysis of the version with digest `canary`
+    /// (a StagePlugin's, once its status records the verdict); whether there was one.
+    pub fn settle(&self, name: &str, canary: &str, verdict: Verdict) -> bool {
+        let report = self.fold(|slot_name, trial| {
+            (slot_name == name && trial.canary.plugin.digest() == canary).then(|| verdict.clone())
+        });
+        report.settled.iter().any(|(n, _)| n == name)
+    }
+
+    /// Fold every settled analysis into its slot; `force` may settle one first.
+    fn fold(&self, force: impl Fn(&str, &Trial) -> Option<Verdict>) -> Reload {
+        let _guard = self
+            .reloading
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let old = self.snapshot();
+        let mut report = Reload::default();
+        let mut slots = old.slots.clone();
+        for (name, slot) in &mut slots {
+            if let Some(trial) = &slot.trial
+                && !matches!(trial.canary.phase(), Phase::Settled(_))
+                && let Some(verdict) = force(name, trial)
+            {
+                self.count(&verdict);
+                log_verdict(name, &trial.canary, &verdict);
+                trial.canary.settle(verdict);
+            }
+            if let Some((folded, verdict)) = self.folded(slot) {
+                if folded.plugin.has(Capability::Selector) || slot.plugin.has(Capability::Selector)
+                {
+                    report.selectors_changed = true;
+                }
+                if verdict.outcome == Outcome::Promoted {
+                    report.swapped.push(name.clone());
+                }
+                report.settled.push((name.clone(), verdict));
+                *slot = folded;
+            }
+        }
+        if !report.settled.is_empty() {
+            report.settled.sort_by(|a, b| a.0.cmp(&b.0));
+            *self.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(Snapshot {
+                slots,
+                ..Snapshot::clone(&old)
+            });
+            self.forget_unused();
+        }
+        report
+    }
+
+    /// `slot` with its trial's verdict applied, if it has one settled.
+    fn folded(&self, slot: &Slot) -> Option<(Slot, Verdict)> {
+        let trial = slot.trial.as_ref()?;
+        let Phase::Settled(verdict) = trial.canary.phase() else {
+            return None;
+        };
+        let folded = match verdict.outcome {
+            Outcome::Promoted => Slot::new(trial.spec.clone(), trial.canary.plugin.clone()),
+            Outcome::RolledBack => Slot {
+                trial: None,
+                refused: Some(trial.canary.plugin.digest().to_owned()),
+                ..slot.clone()
+            },
+            Outcome::Superseded => Slot {
+                trial: None,
+                ..slot.clone()
+            },
+        };
+        Some((folded, verdict))
     }
 
     /// The plugin bound to `capability` for every Stage (by the file or a resource).
@@ -243,6 +485,15 @@ impl PluginSet {
             .clone()
     }
 
+    /// The random source picking which calls a new version of `name` takes: seeded
+    /// like the plugins' own (a stream of its own), so a seeded run rolls out the same.
+    fn canary_rng(&self, name: &str) -> Rng {
+        match self.seed {
+            Some(seed) => Rng::seeded(seed ^ fnv1a(name.as_bytes()) ^ fnv1a(b"canary")),
+            None => Rng::from_entropy(),
+        }
+    }
+
     fn load_bytes(&self, spec: &PluginSpec, bytes: &[u8]) -> Result<Arc<Plugin>, LoadError> {
         let problem = |problem: String| LoadError {
             plugin: spec.name.clone(),
@@ -272,14 +523,15 @@ impl PluginSet {
         Ok(plugin)
     }
 
-    /// Read every plugin file again and swap in the ones whose content changed.
+    /// Read every plugin file again and swap in the ones whose content changed (or put
+    /// them under analysis, per their `rollout`).
     pub fn reload(&self) -> Reload {
         let snapshot = self.snapshot();
         let specs = snapshot.config.plugins.clone();
-        self.apply(&snapshot.config, &specs, |spec| std::fs::read(&spec.path))
+        self.apply(&specs, |spec| std::fs::read(&spec.path))
     }
 
-    /// Swap in `bytes` as the new version of plugin `name` (what a file change does,
+    /// Take `bytes` as the new version of plugin `name` (what a file change does,
     /// without the file).
     pub fn replace(&self, name: &str, bytes: &[u8]) -> Reload {
         let snapshot = self.snapshot();
@@ -290,7 +542,7 @@ impl PluginSet {
             .filter(|p| p.name == name)
             .cloned()
             .collect();
-        self.apply(&snapshot.config, &specs, |_| Ok(bytes.to_vec()))
+        self.apply(&specs, |_| Ok(bytes.to_vec()))
     }
 
     /// Take a new config (SIGHUP): plugins added are loaded, removed ones dropped,
@@ -329,12 +581,22 @@ impl PluginSet {
             errors
         };
         let config = combine(&file, &resources).map_err(reject)?;
-        let (slots, mut report) = self.build_slots(&old, &config).map_err(reject)?;
+        let (slots, mut report) = self
+            .build_slots(&old, &config, &resources)
+            .map_err(reject)?;
         report.selectors_changed |= old.config.bindings.get(&Capability::Selector)
             != config.bindings.get(&Capability::Selector);
         self.metrics
             .swaps
             .fetch_add(report.swapped.len() as u64, Ordering::Relaxed);
+        // Analyses of plugins no longer configured end with them.
+        for (name, slot) in &old.slots {
+            if !slots.contains_key(name)
+                && let Some(trial) = &slot.trial
+            {
+                self.supersede(name, trial, "the plugin was removed");
+            }
+        }
         *self.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(Snapshot {
             config,
             file,
@@ -345,39 +607,37 @@ impl PluginSet {
         Ok(report)
     }
 
-    /// The slots of `config`: a plugin whose spec and file are unchanged from `old` is
-    /// kept, every other one is loaded and validated. All or nothing.
+    /// The slots of `config`: each plugin's next slot from its `old` one (see
+    /// [`PluginSet::next_slot`]). All or nothing.
     fn build_slots(
         &self,
         old: &Snapshot,
         config: &PluginConfig,
+        resources: &PluginConfig,
     ) -> Result<(HashMap<String, Slot>, Reload), Vec<LoadError>> {
         let mut slots = HashMap::new();
         let mut errors = Vec::new();
         let mut report = Reload::default();
         for spec in &config.plugins {
-            // Read once: the digest says whether the serving version can stay.
-            let loaded = std::fs::read(&spec.path)
+            let coordinated = resources.plugins.iter().any(|p| p.name == spec.name);
+            let next = std::fs::read(&spec.path)
                 .map_err(|e| LoadError {
                     plugin: spec.name.clone(),
                     path: spec.path.clone(),
                     problem: format!("cannot read: {e}"),
                 })
-                .and_then(|bytes| match old.slots.get(&spec.name) {
-                    Some(slot) if slot.spec == *spec && slot.plugin.digest() == digest(&bytes) => {
-                        Ok(slot.plugin.clone())
-                    }
-                    _ => {
-                        let plugin = self.load_bytes(spec, &bytes)?;
-                        report.selectors_changed |= plugin.has(Capability::Selector);
-                        report.swapped.push(spec.name.clone());
-                        Ok(plugin)
-                    }
+                .and_then(|bytes| {
+                    self.next_slot(
+                        old.slots.get(&spec.name),
+                        spec,
+                        &bytes,
+                        coordinated,
+                        &mut report,
+                    )
                 });
-            match loaded {
-                Ok(plugin) => {
-                    let spec = spec.clone();
-                    slots.insert(spec.name.clone(), Slot { spec, plugin });
+            match next {
+                Ok(slot) => {
+                    slots.insert(spec.name.clone(), slot);
                 }
                 Err(e) => errors.push(e),
             }
@@ -389,9 +649,128 @@ impl PluginSet {
         }
     }
 
+    /// What a slot becomes when `spec` with content `bytes` is asked for:
+    /// - nothing serves yet: the version is loaded and serves;
+    /// - it is the version serving (same spec and content): kept, and an analysis of
+    ///   another version ends (`Superseded`);
+    /// - it is the version under analysis: the analysis goes on;
+    /// - it is the version last rolled back, and the spec still asks for an analysis:
+    ///   refused silently, the serving version stays (its content must change first);
+    /// - else it is loaded and validated, then serves at once or, when the spec has a
+    ///   canary share, is analysed beside the serving version (`coordinated`: its verdict
+    ///   waits for [`PluginSet::settle`]).
+    fn next_slot(
+        &self,
+        old: Option<&Slot>,
+        spec: &PluginSpec,
+        bytes: &[u8],
+        coordinated: bool,
+        report: &mut Reload,
+    ) -> Result<Slot, LoadError> {
+        let found = digest(bytes);
+        let old = old.map(|slot| match self.folded(slot) {
+            Some((folded, verdict)) => {
+                report.settled.push((spec.name.clone(), verdict));
+                folded
+            }
+            None => slot.clone(),
+        });
+        let Some(old) = old else {
+            let plugin = self.load_bytes(spec, bytes)?;
+            report.selectors_changed |= plugin.has(Capability::Selector);
+            report.swapped.push(spec.name.clone());
+            return Ok(Slot::new(spec.clone(), plugin));
+        };
+        if let Some(trial) = &old.trial
+            && trial.spec == *spec
+            && trial.canary.plugin.digest() == found
+        {
+            return Ok(old);
+        }
+        if old.spec == *spec && old.plugin.digest() == found {
+            if let Some(trial) = &old.trial {
+                self.supersede(&spec.name, trial, "the serving version was asked for again");
+            }
+            return Ok(Slot { trial: None, ..old });
+        }
+        if spec.rollout.analyses() && old.refused.as_deref() == Some(found.as_str()) {
+            return Ok(old);
+        }
+        let plugin = self.load_bytes(spec, bytes)?;
+        if let Some(trial) = &old.trial {
+            self.supersede(&spec.name, trial, "a newer version replaced it");
+        }
+        if spec.rollout.analyses() {
+            let canary = Canary::new(
+                plugin.clone(),
+                spec.rollout,
+                self.clock.now(),
+                self.canary_rng(&spec.name),
+                coordinated,
+            );
+            tracing::info!(
+                plugin = %spec.name,
+                serving = %old.plugin.info().version,
+                analysed = %plugin.info().version,
+                sha256 = plugin.digest(),
+                canary = spec.rollout.canary,
+                mode = spec.rollout.mode.as_str(),
+                "new plugin version under analysis"
+            );
+            self.metrics.canaries.fetch_add(1, Ordering::Relaxed);
+            report.canaries.push(spec.name.clone());
+            return Ok(Slot {
+                trial: Some(Trial {
+                    spec: spec.clone(),
+                    canary: Arc::new(canary),
+                }),
+                refused: None,
+                ..old
+            });
+        }
+        tracing::info!(plugin = %spec.name, sha256 = plugin.digest(), version = %plugin.info().version, "plugin swapped");
+        report.selectors_changed |= plugin.has(Capability::Selector);
+        report.swapped.push(spec.name.clone());
+        Ok(Slot::new(spec.clone(), plugin))
+    }
+
+    /// End `trial` without a verdict of its own.
+    fn supersede(&self, name: &str, trial: &Trial, why: &str) {
+        if matches!(trial.canary.phase(), Phase::Settled(_)) {
+            return;
+        }
+        let verdict = Verdict {
+            outcome: Outcome::Superseded,
+            message: why.to_owned(),
+        };
+        self.count(&verdict);
+        log_verdict(name, &trial.canary, &verdict);
+        trial.canary.settle(verdict);
+    }
+
+    /// Check `canary`'s limits at `now` (after a call it answered, or periodically).
+    fn evaluate(&self, name: &str, canary: &Canary, now: DateTime<Utc>) {
+        if let Some(verdict) = canary.evaluate(now) {
+            log_verdict(name, canary, &verdict);
+            if !canary.coordinated {
+                self.count(&verdict);
+            }
+        }
+    }
+
+    fn count(&self, verdict: &Verdict) {
+        let counter = match verdict.outcome {
+            Outcome::Promoted => &self.metrics.promoted,
+            Outcome::RolledBack => &self.metrics.rolled_back,
+            Outcome::Superseded => &self.metrics.superseded,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Read new versions of `specs` (a file change, [`PluginSet::replace`]) and take
+    /// them slot by slot; a version that fails is rejected, the others go ahead.
     fn apply(
         &self,
-        config: &PluginConfig,
         specs: &[PluginSpec],
         read: impl Fn(&PluginSpec) -> std::io::Result<Vec<u8>>,
     ) -> Reload {
@@ -400,8 +779,9 @@ impl PluginSet {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         let mut report = Reload::default();
-        let mut fresh = Vec::new();
         let serving = self.snapshot();
+        let mut slots = serving.slots.clone();
+        let mut changed = false;
         for spec in specs {
             let bytes = match read(spec) {
                 Ok(bytes) => bytes,
@@ -412,19 +792,18 @@ impl PluginSet {
                     continue;
                 }
             };
-            if serving
-                .slots
-                .get(&spec.name)
-                .is_some_and(|slot| slot.plugin.digest() == digest(&bytes))
-            {
-                continue;
-            }
-            match self.load_bytes(spec, &bytes) {
-                Ok(plugin) => {
-                    tracing::info!(plugin = %spec.name, sha256 = plugin.digest(), version = %plugin.info().version, "plugin swapped");
-                    report.selectors_changed |= plugin.has(Capability::Selector);
-                    report.swapped.push(spec.name.clone());
-                    fresh.push((spec.clone(), plugin));
+            let coordinated = serving
+                .resources
+                .plugins
+                .iter()
+                .any(|p| p.name == spec.name);
+            let old = serving.slots.get(&spec.name);
+            match self.next_slot(old, spec, &bytes, coordinated, &mut report) {
+                Ok(slot) => {
+                    if !old.is_some_and(|old| old.same(&slot)) {
+                        changed = true;
+                        slots.insert(spec.name.clone(), slot);
+                    }
                 }
                 Err(e) => {
                     tracing::error!(plugin = %spec.name, error = %e, "plugin version rejected; the serving version stays");
@@ -433,18 +812,11 @@ impl PluginSet {
                 }
             }
         }
-        if !fresh.is_empty() {
-            let mut current = self.current.write().unwrap_or_else(PoisonError::into_inner);
-            let mut slots = current.slots.clone();
-            for (spec, plugin) in fresh {
-                slots.insert(spec.name.clone(), Slot { spec, plugin });
-            }
-            *current = Arc::new(Snapshot {
-                config: config.clone(),
+        if changed {
+            *self.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(Snapshot {
                 slots,
-                ..Snapshot::clone(&current)
+                ..Snapshot::clone(&serving)
             });
-            drop(current);
             self.metrics
                 .swaps
                 .fetch_add(report.swapped.len() as u64, Ordering::Relaxed);
@@ -458,7 +830,13 @@ impl PluginSet {
             .snapshot()
             .slots
             .values()
-            .map(|s| s.plugin.digest().to_owned())
+            .flat_map(|s| {
+                std::iter::once(s.plugin.digest().to_owned()).chain(
+                    s.trial
+                        .as_ref()
+                        .map(|t| t.canary.plugin.digest().to_owned()),
+                )
+            })
             .collect();
         self.runtime.retain(&live);
     }
@@ -475,9 +853,15 @@ impl PluginSet {
         match name {
             None | Some("builtin") => Bound::Builtin,
             Some(name) => match snapshot.slots.get(name) {
-                Some(slot) => {
-                    Bound::Plugin(slot.plugin.clone(), slot.spec.policies.get(capability))
-                }
+                Some(slot) => Bound::Plugin(Route {
+                    name: name.to_owned(),
+                    plugin: slot.plugin.clone(),
+                    policy: slot.spec.policies.get(capability),
+                    trial: slot
+                        .trial
+                        .as_ref()
+                        .map(|t| (t.canary.clone(), t.spec.policies.get(capability))),
+                }),
                 None => Bound::Unknown(name.to_owned()),
             },
         }
@@ -508,6 +892,21 @@ impl PluginSet {
         };
         tracing::error!(%error, "a binding names an unknown plugin");
         error
+    }
+}
+
+/// Log a rollout's verdict (a roll-back as a warning).
+fn log_verdict(name: &str, canary: &Canary, verdict: &Verdict) {
+    let version = &canary.plugin.info().version;
+    let sha256 = canary.plugin.digest();
+    let outcome = verdict.outcome.as_str();
+    match verdict.outcome {
+        Outcome::RolledBack => {
+            tracing::warn!(plugin = %name, %version, sha256, outcome, "plugin version rolled back: {}", verdict.message);
+        }
+        _ => {
+            tracing::info!(plugin = %name, %version, sha256, outcome, "plugin analysis ended: {}", verdict.message);
+        }
     }
 }
 
@@ -548,13 +947,13 @@ impl StageSelector for PluginSet {
             return None;
         }
         let builtin = |matched, rng: &mut Rng| Builtin::choose(matched, object, rng, now);
-        let (plugin, policy) = match self.bound(Capability::Selector, named_selector(&matched)) {
+        let route = match self.bound(Capability::Selector, named_selector(&matched)) {
             Bound::Builtin => return builtin(matched, rng),
             Bound::Unknown(name) => {
                 self.unknown(name, Capability::Selector);
                 return None;
             }
-            Bound::Plugin(plugin, policy) => (plugin, policy),
+            Bound::Plugin(route) => route,
         };
         let delays: Vec<Option<Duration>> = matched
             .iter()
@@ -573,7 +972,17 @@ impl StageSelector for PluginSet {
                 delay_ms: delay.map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
             })
             .collect();
-        match plugin.select(&super::convert::object_json(object), &candidates) {
+        let json = super::convert::object_json(object);
+        let (selected, policy) = route.call(
+            self,
+            |plugin| plugin.select(&json, &candidates),
+            Some(
+                |a: &Option<types::Selection>, b: &Option<types::Selection>| {
+                    a.as_ref().map(|s| &s.stage) == b.as_ref().map(|s| &s.stage)
+                },
+            ),
+        );
+        match selected {
             Ok(None) => None,
             Ok(Some(selection)) => {
                 let index = matched.iter().position(|s| s.name == selection.stage)?;
@@ -608,15 +1017,16 @@ impl StepRenderer for PluginSet {
             .annotations
             .get(Capability::Renderer.annotation())
             .map(String::as_str);
-        let (plugin, policy) = match self.bound(Capability::Renderer, named) {
+        let route = match self.bound(Capability::Renderer, named) {
             Bound::Builtin => return Builtin.render(stage, template, object),
             Bound::Unknown(name) => return Err(self.unknown(name, Capability::Renderer).into()),
-            Bound::Plugin(plugin, policy) => (plugin, policy),
+            Bound::Plugin(route) => route,
         };
-        let rendered = plugin.render(
-            &stage.name,
-            template.source(),
-            &super::convert::object_json(object),
+        let json = super::convert::object_json(object);
+        let (rendered, policy) = route.call(
+            self,
+            |plugin| plugin.render(&stage.name, template.source(), &json),
+            None,
         );
         match rendered {
             Ok(value) => Ok(value),
@@ -628,15 +1038,21 @@ impl StepRenderer for PluginSet {
 
 impl Classifier for PluginSet {
     fn classify(&self, failure: &Failure<'_>) -> Decision {
-        let (plugin, policy) = match self.bound(Capability::Classifier, failure.binding) {
+        let route = match self.bound(Capability::Classifier, failure.binding) {
             Bound::Builtin => return Builtin.classify(failure),
             Bound::Unknown(name) => {
                 self.unknown(name, Capability::Classifier);
                 return Decision::Backoff;
             }
-            Bound::Plugin(plugin, policy) => (plugin, policy),
+            Bound::Plugin(route) => route,
         };
-        match plugin.classify(&super::convert::failure(failure)) {
+        let asked = super::convert::failure(failure);
+        let (decided, policy) = route.call(
+            self,
+            |plugin| plugin.classify(&asked),
+            Some(|a: &types::Decision, b: &types::Decision| a == b),
+        );
+        match decided {
             Ok(decision) => super::convert::decision(&decision),
             Err(error) if self.failed(&error, policy) => Builtin.classify(failure),
             // `fail`: the step is retried with the default backoff, so nothing is lost

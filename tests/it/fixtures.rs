@@ -21,6 +21,11 @@ pub enum Classify {
     /// Calls the host's `log` [`CHATTY_LINES`] times with a 32 KiB message, then
     /// answers backoff.
     Chatty,
+    /// As `Policy`, but traps on a 503 (validation's smoke call is a 500): a version
+    /// that passes validation and fails in use.
+    TrapOn503,
+    /// Always answers refresh: valid, and different from `Policy`.
+    Refresh,
 }
 
 /// How many lines [`Classify::Chatty`] logs per call.
@@ -65,11 +70,8 @@ fn le(values: &[u32]) -> String {
         .collect()
 }
 
-fn classify(behaviour: Classify) -> String {
-    let chatty = chatty();
-    let body = match behaviour {
-        Classify::Policy => {
-            r#"
+/// [`Classify::Policy`]'s body.
+const POLICY: &str = r#"
     (if (i32.and (local.get 1) (i32.eq (local.get 2) (i32.const 429)))
       (then
         (i32.store8 (i32.const 512) (i32.const 0))
@@ -81,8 +83,17 @@ fn classify(behaviour: Classify) -> String {
         (i32.store8 (i32.const 520) (i32.const 1))
         (return (i32.const 512))))
     (i32.store8 (i32.const 512) (i32.const 1))
-    (i32.const 512)"#
-        }
+    (i32.const 512)"#;
+
+fn classify(behaviour: Classify) -> String {
+    let chatty = chatty();
+    let trap_on_503 = format!(
+        "(if (i32.and (local.get 1) (i32.eq (local.get 2) (i32.const 503))) (then unreachable))\n{POLICY}"
+    );
+    let body = match behaviour {
+        Classify::Policy => POLICY,
+        Classify::TrapOn503 => &trap_on_503,
+        Classify::Refresh => "(i32.store8 (i32.const 512) (i32.const 2)) (i32.const 512)",
         Classify::Loop => "(loop $l (br $l)) (i32.const 512)",
         Classify::Hog => "(loop $l (drop (memory.grow (i32.const 16))) (br $l)) (i32.const 512)",
         Classify::Trap => "unreachable",

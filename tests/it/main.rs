@@ -20,6 +20,7 @@ mod rbac;
 mod remote;
 mod replicas;
 mod restarts;
+mod rollout;
 mod serve;
 mod sim;
 mod stage_plugins;

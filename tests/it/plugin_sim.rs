@@ -107,6 +107,7 @@ where
             sha256: None,
             settings: Settings::default(),
             policies,
+            rollout: Default::default(),
         }],
         bindings: if bound {
             BTreeMap::from([(Capability::Renderer, "echo".to_owned())])
@@ -439,6 +440,7 @@ fn the_watcher_swaps_on_a_configmap_update_and_rejects_a_broken_one() {
             sha256: None,
             settings: Settings::default(),
             policies: Policies::default(),
+            rollout: Default::default(),
         }],
         bindings: BTreeMap::new(),
     };

@@ -88,6 +88,7 @@ fn one_plugin(tag: &str) -> Arc<kstage::plugin::PluginSet> {
             sha256: None,
             settings: Settings::default(),
             policies: Policies::default(),
+            rollout: Default::default(),
         }],
         bindings: Default::default(),
     };
