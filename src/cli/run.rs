@@ -226,13 +226,15 @@ impl Plugins {
     }
 
     /// The cluster resources played besides the objects.
-    fn resources(&self, stages: bool, plugins: bool) -> crate::daemon::Resources {
+    fn resources(&self, stages: bool, plugins: bool, replica: String) -> crate::daemon::Resources {
         crate::daemon::Resources {
             stages: stages.then(|| self.stage_resources()),
             plugins: match (&self.loaded, plugins) {
                 (Some(set), true) => Some(crate::daemon::plugins::PluginResources {
                     set: set.clone(),
                     cache: crate::plugin::fetch::cache_dir(),
+                    replica,
+                    status_interval: crate::daemon::plugins::STATUS_INTERVAL,
                 }),
                 _ => None,
             },
@@ -466,7 +468,11 @@ pub(super) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         let daemon = Daemon::start(
             cluster,
             files,
-            plugins.resources(args.stage_crds, args.plugin_crds),
+            plugins.resources(
+                args.stage_crds,
+                args.plugin_crds,
+                args.identity.clone().unwrap_or_else(default_identity),
+            ),
             renderer,
             engine_config(&args.engine, clock, &env),
             plugins.deciders.clone(),

@@ -11,6 +11,7 @@
 //! checked and swapped into the plugin set the engine's deciders are built on.
 
 pub mod plugins;
+pub mod rollout;
 pub mod status;
 
 use std::collections::BTreeMap;

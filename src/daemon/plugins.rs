@@ -21,12 +21,14 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use base64::Engine as _;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+use super::rollout::{Record, figures_patch};
 use super::status::{Condition, patch_status};
 use crate::cluster::client::KubeCluster;
 use crate::cluster::{Cluster, EventRequest, ObjectKey, PatchRequest, WatchEvent};
@@ -34,7 +36,9 @@ use crate::engine::Engine;
 use crate::patch::PatchType;
 use crate::plugin::config::{PluginConfig, PluginSpec};
 use crate::plugin::resource::{ResourcePlugin, Source, stage_plugin_resource};
+use crate::plugin::rollout::{Outcome, Phase, Tally};
 use crate::plugin::runtime::digest;
+use crate::plugin::set::RolloutReport;
 use crate::plugin::{Capability, PluginSet};
 
 /// What `--plugin-crds` needs.
@@ -44,7 +48,14 @@ pub struct PluginResources {
     pub set: Arc<PluginSet>,
     /// Where fetched components are kept, by digest.
     pub cache: PathBuf,
+    /// This replica's name, under which it writes its rollout figures.
+    pub replica: String,
+    /// How often a rollout's figures are written and its time checked.
+    pub status_interval: Duration,
 }
+
+/// [`PluginResources::status_interval`] by default.
+pub const STATUS_INTERVAL: Duration = Duration::from_secs(5);
 
 /// Why a StagePlugin's spec is not what serves.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,6 +82,15 @@ impl Failure {
             message,
         }
     }
+
+    /// The spec's version was rolled back and the one it replaced cannot serve here.
+    fn rollout(message: String) -> Self {
+        Self {
+            condition: "Rollout",
+            reason: "RolledBack",
+            message,
+        }
+    }
 }
 
 /// A StagePlugin's plugin as the set takes it.
@@ -92,6 +112,12 @@ struct Controller {
     /// A watch per referenced ConfigMap (namespace, name).
     config_maps: HashMap<(String, String), JoinHandle<()>>,
     nudge: mpsc::UnboundedSender<()>,
+    replica: String,
+    /// The last rollout decided for each plugin (by this replica or another), until
+    /// the spec asks for another version.
+    decided: BTreeMap<String, Record>,
+    /// The figures this replica last wrote, per plugin.
+    written: BTreeMap<String, (Tally, Tally)>,
 }
 
 /// Watch the StagePlugin resources (and the ConfigMaps they name) and keep the plugin set
@@ -103,6 +129,7 @@ pub(super) async fn play_plugin_resources(
     handled: tokio::sync::watch::Sender<u64>,
 ) {
     let (nudge, mut nudged) = mpsc::unbounded_channel();
+    let proposals = resources.set.proposals();
     let mut controller = Controller {
         cluster: cluster.clone(),
         engine,
@@ -112,17 +139,23 @@ pub(super) async fn play_plugin_resources(
         serving: BTreeMap::new(),
         config_maps: HashMap::new(),
         nudge,
+        replica: resources.replica,
+        decided: BTreeMap::new(),
+        written: BTreeMap::new(),
     };
+    let mut tick = tokio::time::interval(resources.status_interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut events = cluster.watch(&stage_plugin_resource());
     loop {
         tokio::select! {
             event = events.recv() => {
                 let Some(event) = event else { break };
                 // A status write (this replica's or another's) or a label changes
-                // nothing to reconcile.
+                // nothing to reconcile, but may record a verdict to follow.
                 if controller.take(event) {
                     controller.reconcile().await;
                 }
+                controller.roll_out(false).await;
                 handled.send_modify(|n| *n += 1);
             }
             Some(()) = nudged.recv() => {
@@ -130,6 +163,8 @@ pub(super) async fn play_plugin_resources(
                 while nudged.try_recv().is_ok() {}
                 controller.reconcile().await;
             }
+            () = proposals.notified() => controller.roll_out(false).await,
+            _ = tick.tick() => controller.roll_out(true).await,
         }
     }
     for (_, task) in controller.config_maps.drain() {
@@ -167,7 +202,8 @@ impl Controller {
     async fn reconcile(&mut self) {
         let mut wanted: BTreeMap<String, Result<Candidate, Failure>> = BTreeMap::new();
         let mut referenced = Vec::new();
-        for (name, object) in &self.objects {
+        let objects = self.objects.clone();
+        for (name, object) in &objects {
             let parsed = ResourcePlugin::parse(object);
             if let Ok(ResourcePlugin {
                 source:
@@ -181,17 +217,7 @@ impl Controller {
             }
             let candidate = match parsed {
                 Err(e) => Err(Failure::fetch("InvalidSpec", e)),
-                Ok(plugin) => self.fetch(&plugin).await.map(|path| Candidate {
-                    spec: PluginSpec {
-                        name: plugin.name.clone(),
-                        path,
-                        sha256: Some(plugin.sha256.clone()),
-                        settings: plugin.settings.clone(),
-                        policies: plugin.policies,
-                        rollout: plugin.rollout,
-                    },
-                    bind: plugin.bind.clone(),
-                }),
+                Ok(plugin) => self.candidate(object, &plugin).await,
             };
             wanted.insert(name.clone(), candidate);
         }
@@ -278,8 +304,7 @@ impl Controller {
                     }
                     if report.selectors_changed {
                         // Objects are matched again under the new selection.
-                        let stages = (*self.engine.stages()).clone();
-                        let _ = self.engine.set_stages(stages);
+                        self.rematch();
                     }
                     break;
                 }
@@ -312,7 +337,8 @@ impl Controller {
         let objects: Vec<Arc<Value>> = self.objects.values().cloned().collect();
         for object in objects {
             let name = object["metadata"]["name"].as_str().unwrap_or("").to_owned();
-            self.write_status(&object, failures.get(&name)).await;
+            let shown = self.shown(&object, failures.get(&name));
+            self.write_status(&object, &shown).await;
         }
     }
 
@@ -428,19 +454,234 @@ impl Controller {
         }
     }
 
-    async fn write_status(&self, object: &Value, failure: Option<&Failure>) {
+    /// What to serve for `plugin`: its component, fetched and checked; or, when its
+    /// version is recorded as rolled back and this replica serves nothing for it yet (it
+    /// started after the verdict), the version it replaced, from the cache.
+    async fn candidate(
+        &mut self,
+        object: &Value,
+        plugin: &ResourcePlugin,
+    ) -> Result<Candidate, Failure> {
+        let candidate = |path: PathBuf, sha256: &str| Candidate {
+            spec: PluginSpec {
+                name: plugin.name.clone(),
+                path,
+                sha256: Some(sha256.to_owned()),
+                settings: plugin.settings.clone(),
+                policies: plugin.policies,
+                rollout: plugin.rollout,
+            },
+            bind: plugin.bind.clone(),
+        };
+        let rolled_back = self
+            .decided
+            .get(&plugin.name)
+            .cloned()
+            .or_else(|| Record::read(object))
+            .filter(|r| r.digest == plugin.sha256 && r.outcome == Some(Outcome::RolledBack));
+        if let Some(record) = rolled_back {
+            self.decided.insert(plugin.name.clone(), record.clone());
+            if self.set.plugin(&plugin.name).is_none() {
+                let stable = object
+                    .pointer("/status/digest")
+                    .and_then(Value::as_str)
+                    .filter(|d| *d != plugin.sha256)
+                    .map(str::to_owned);
+                let cached = stable.as_ref().and_then(|sha| {
+                    let path = self.cache.join(format!("{sha}.wasm"));
+                    std::fs::read(&path)
+                        .is_ok_and(|b| digest(&b) == *sha)
+                        .then_some((path, sha))
+                });
+                return match cached {
+                    Some((path, sha)) => Ok(candidate(path, sha)),
+                    None => Err(Failure::rollout(format!(
+                        "{}; the version it replaced ({}) is not in this replica's cache",
+                        record.message,
+                        stable.as_deref().unwrap_or("none recorded")
+                    ))),
+                };
+            }
+            // The set refuses the version rolled back and keeps the one serving.
+        }
+        self.fetch(plugin)
+            .await
+            .map(|path| candidate(path, &plugin.sha256))
+    }
+
+    /// Move the StagePlugins' rollouts along: decide the analyses whose time is up,
+    /// apply a verdict another replica recorded, record this replica's verdicts (the
+    /// first written is the one every replica applies) and, with `figures`, write this
+    /// replica's figures.
+    async fn roll_out(&mut self, figures: bool) {
+        let set = self.set.clone();
+        let folded = tokio::task::spawn_blocking(move || set.settle_rollouts())
+            .await
+            .unwrap_or_default();
+        if folded.selectors_changed {
+            self.rematch();
+        }
+        for report in self.set.rollouts() {
+            let Some(object) = self.objects.get(&report.plugin).cloned() else {
+                continue; // a --config file's plugin: the set settles it
+            };
+            let recorded = Record::read(&object)
+                .filter(|r| r.digest == report.canary.digest())
+                .filter(|r| r.outcome.is_some_and(|o| o != Outcome::Superseded));
+            match (&report.phase, recorded) {
+                (Phase::Settled(_), _) => {}
+                (_, Some(record)) => {
+                    tracing::info!(plugin = %report.plugin, by = ?record.decided_by, "applying the rollout verdict recorded in the status");
+                    self.apply(&report, record, &object, None).await;
+                }
+                (Phase::Proposed(verdict), None) => {
+                    let record = Record::decided(&report, verdict, &self.replica);
+                    let shown = Shown {
+                        failure: None,
+                        serving: match verdict.outcome {
+                            Outcome::Promoted => Some(report.canary.clone()),
+                            _ => Some(report.stable.clone()),
+                        },
+                        record: Some(record.clone()),
+                        figures: Some(&report),
+                    };
+                    if self.write_status(&object, &shown).await == Written::Took {
+                        self.apply(&report, record, &object, Some(verdict.outcome))
+                            .await;
+                    }
+                }
+                (Phase::Analysing, None) => {
+                    let figures_now = (report.stable_figures, report.canary_figures);
+                    if figures && self.written.get(&report.plugin) != Some(&figures_now) {
+                        self.write_figures(&report).await;
+                        self.written.insert(report.plugin.clone(), figures_now);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Apply the verdict `record` holds to `report`'s rollout; `event`: this replica
+    /// recorded it (and says so with an Event).
+    async fn apply(
+        &mut self,
+        report: &RolloutReport,
+        record: Record,
+        object: &Value,
+        event: Option<Outcome>,
+    ) {
+        let Some(verdict) = record.verdict() else {
+            return;
+        };
+        let set = self.set.clone();
+        let (name, digest) = (report.plugin.clone(), report.canary.digest().to_owned());
+        let applied = tokio::task::spawn_blocking(move || set.settle(&name, &digest, verdict))
+            .await
+            .unwrap_or(false);
+        if !applied {
+            return;
+        }
+        self.written.remove(&report.plugin);
+        self.decided.insert(report.plugin.clone(), record.clone());
+        if report.canary.has(Capability::Selector) {
+            self.rematch();
+        }
+        if let Some(outcome) = event {
+            let key = stage_plugin_key(&report.plugin);
+            let (event_type, reason) = match outcome {
+                Outcome::Promoted => ("Normal", "Promoted"),
+                _ => ("Warning", "RolledBack"),
+            };
+            let message = format!(
+                "version {:?} ({}): {}",
+                record.version, record.digest, record.message
+            );
+            self.send_event(&key, event_type, reason, message).await;
+        } else {
+            // Another replica recorded it: the status already says so.
+            let shown = self.shown(object, None);
+            self.write_status(object, &shown).await;
+        }
+    }
+
+    /// Objects matched again (a selector plugin's version changed).
+    fn rematch(&self) {
+        let stages = (*self.engine.stages()).clone();
+        let _ = self.engine.set_stages(stages);
+    }
+
+    async fn write_figures(&self, report: &RolloutReport) {
+        let key = stage_plugin_key(&report.plugin);
+        let request = PatchRequest {
+            patch_type: PatchType::Merge,
+            subresource: Some("status"),
+            data: figures_patch(&self.replica, report, chrono::Utc::now()),
+            as_user: None,
+        };
+        if let Err(e) = self.cluster.patch(&key, request).await {
+            tracing::debug!(
+                plugin = key.name,
+                "rollout figures not written: {}",
+                e.message
+            );
+        }
+    }
+
+    async fn send_event(&self, key: &ObjectKey, event_type: &str, reason: &str, message: String) {
+        let event = EventRequest {
+            event_type: event_type.into(),
+            reason: reason.into(),
+            message,
+            name: None,
+        };
+        if let Err(e) = self.cluster.event(key, &event).await {
+            tracing::warn!(
+                plugin = key.name,
+                "cannot record the {event_type} event: {}",
+                e.message
+            );
+        }
+    }
+
+    /// What the status of `object` shows after a reconciliation that ended in `failure`.
+    fn shown<'a>(&self, object: &Value, failure: Option<&'a Failure>) -> Shown<'a> {
+        let name = object["metadata"]["name"].as_str().unwrap_or("");
+        let wanted = object
+            .pointer("/spec/sha256")
+            .and_then(Value::as_str)
+            .map(str::to_ascii_lowercase);
+        let record = match self.set.rollouts().into_iter().find(|r| r.plugin == name) {
+            Some(report) if !matches!(report.phase, Phase::Settled(_)) => Some(Record::of(&report)),
+            _ => self
+                .decided
+                .get(name)
+                .filter(|r| Some(&r.digest) == wanted.as_ref())
+                .filter(|r| r.outcome != Some(Outcome::Superseded))
+                .cloned(),
+        };
+        Shown {
+            failure,
+            serving: self
+                .set
+                .plugin(name)
+                .filter(|_| self.serving.contains_key(name)),
+            record,
+            figures: None,
+        }
+    }
+
+    /// Write what `shown` says into `object`'s status (with its `resourceVersion` as a
+    /// precondition, only when it says something new); a failure is told once, by an
+    /// Event from the replica whose write took.
+    async fn write_status(&self, object: &Value, shown: &Shown<'_>) -> Written {
         let name = object["metadata"]["name"].as_str().unwrap_or("").to_owned();
-        let serving = self
-            .set
-            .plugin(&name)
-            .filter(|_| self.serving.contains_key(&name));
         let condition = |kind, ok, reason: &str, message: String| Condition {
             kind,
             ok,
             reason: reason.to_owned(),
             message,
         };
-        let keeps = match &serving {
+        let keeps = match &shown.serving {
             Some(p) => format!(
                 "; version {:?} ({}) keeps serving",
                 p.info().version,
@@ -448,28 +689,25 @@ impl Controller {
             ),
             None => "; nothing serves".to_owned(),
         };
-        let conditions = match failure {
-            None => vec![
-                condition(
-                    "Fetched",
-                    Some(true),
-                    "Fetched",
-                    "the component matches spec.sha256".into(),
-                ),
-                condition(
-                    "Validated",
-                    Some(true),
-                    "Validated",
-                    "loaded, exports checked, metadata.info answered".into(),
-                ),
-                condition(
-                    "Ready",
-                    Some(true),
-                    "Serving",
-                    "this version decides".into(),
-                ),
-            ],
-            Some(f) if f.condition == "Fetched" => vec![
+        let fetched = || {
+            condition(
+                "Fetched",
+                Some(true),
+                "Fetched",
+                "the component matches spec.sha256".into(),
+            )
+        };
+        let validated = || {
+            condition(
+                "Validated",
+                Some(true),
+                "Validated",
+                "loaded, exports checked, metadata.info answered".into(),
+            )
+        };
+        let record = shown.record.as_ref();
+        let mut conditions = match (shown.failure, record.map(|r| r.outcome)) {
+            (Some(f), _) if f.condition == "Fetched" => vec![
                 condition("Fetched", Some(false), f.reason, f.message.clone()),
                 condition(
                     "Validated",
@@ -484,13 +722,8 @@ impl Controller {
                     format!("{}{keeps}", f.message),
                 ),
             ],
-            Some(f) => vec![
-                condition(
-                    "Fetched",
-                    Some(true),
-                    "Fetched",
-                    "the component matches spec.sha256".into(),
-                ),
+            (Some(f), _) if f.condition == "Validated" => vec![
+                fetched(),
                 condition("Validated", Some(false), f.reason, f.message.clone()),
                 condition(
                     "Ready",
@@ -499,9 +732,63 @@ impl Controller {
                     format!("{}{keeps}", f.message),
                 ),
             ],
+            (Some(f), _) => vec![
+                fetched(),
+                validated(),
+                condition(
+                    "Ready",
+                    Some(false),
+                    f.reason,
+                    format!("{}{keeps}", f.message),
+                ),
+                condition("Rollout", Some(false), f.reason, f.message.clone()),
+            ],
+            (None, Some(None)) => vec![
+                fetched(),
+                validated(),
+                condition(
+                    "Ready",
+                    None,
+                    "Analysing",
+                    record.map(|r| r.message.clone()).unwrap_or_default(),
+                ),
+            ],
+            (None, Some(Some(Outcome::RolledBack))) => vec![
+                fetched(),
+                validated(),
+                condition(
+                    "Ready",
+                    Some(false),
+                    "RolledBack",
+                    format!(
+                        "rolled back: {}{keeps}",
+                        record.map(|r| r.message.as_str()).unwrap_or_default()
+                    ),
+                ),
+            ],
+            (None, _) => vec![
+                fetched(),
+                validated(),
+                condition(
+                    "Ready",
+                    Some(true),
+                    "Serving",
+                    "this version decides".into(),
+                ),
+            ],
         };
+        if let Some(r) = record
+            && shown.failure.is_none()
+        {
+            let (ok, reason) = match r.outcome {
+                None => (None, "Analysing"),
+                Some(Outcome::Promoted) => (Some(true), "Promoted"),
+                Some(other) => (Some(false), other.as_str()),
+            };
+            conditions.push(condition("Rollout", ok, reason, r.message.clone()));
+        }
         let mut fields = Map::new();
-        match &serving {
+        match &shown.serving {
             Some(p) => {
                 fields.insert("digest".into(), json!(p.digest()));
                 fields.insert("version".into(), json!(p.info().version));
@@ -513,17 +800,28 @@ impl Controller {
                 }
             }
         }
-        let Some(patch) = patch_status(object, &conditions, &fields, chrono::Utc::now()) else {
+        if let Some(r) = record {
+            fields.insert("rollout".into(), r.to_json());
+        }
+        let Some(mut patch) = patch_status(object, &conditions, &fields, chrono::Utc::now()) else {
             self.engine.metrics().plugin_status("unchanged");
-            return;
+            return Written::Unchanged;
         };
-        let resource = stage_plugin_resource();
-        let key = ObjectKey {
-            api_version: resource.api_group,
-            kind: resource.kind,
-            namespace: String::new(),
-            name,
-        };
+        if let Some(r) = record {
+            let previous = Record::read(object).map(|p| p.digest);
+            let analysis = match shown.figures {
+                Some(report) => {
+                    json!({&self.replica: super::rollout::figures(report, chrono::Utc::now())})
+                }
+                // A new rollout's figures start afresh.
+                None if previous.as_ref() != Some(&r.digest) => Value::Null,
+                None => Value::Object(Map::new()),
+            };
+            if !analysis.as_object().is_some_and(Map::is_empty) {
+                patch["status"]["analysis"] = analysis;
+            }
+        }
+        let key = stage_plugin_key(&name);
         let request = PatchRequest {
             patch_type: PatchType::Merge,
             subresource: Some("status"),
@@ -534,20 +832,9 @@ impl Controller {
             Ok(_) => {
                 self.engine.metrics().plugin_status("written");
                 // The replica whose write took tells why, once.
-                if let Some(f) = failure {
-                    let event = EventRequest {
-                        event_type: "Warning".into(),
-                        reason: f.reason.into(),
-                        message: format!("{}{keeps}", f.message),
-                        name: None,
-                    };
-                    if let Err(e) = self.cluster.event(&key, &event).await {
-                        tracing::warn!(
-                            plugin = key.name,
-                            "cannot record the Warning event: {}",
-                            e.message
-                        );
-                    }
+                if let Some(f) = shown.failure {
+                    self.send_event(&key, "Warning", f.reason, format!("{}{keeps}", f.message))
+                        .await;
                     tracing::warn!(
                         plugin = key.name,
                         reason = f.reason,
@@ -555,6 +842,7 @@ impl Controller {
                         f.message
                     );
                 }
+                Written::Took
             }
             Err(e) if matches!(e.status, Some(404 | 409)) => {
                 self.engine.metrics().plugin_status("conflict");
@@ -563,6 +851,7 @@ impl Controller {
                     "StagePlugin status not written: {}",
                     e.message
                 );
+                Written::Conflict
             }
             Err(e) => {
                 self.engine.metrics().plugin_status("failed");
@@ -571,8 +860,39 @@ impl Controller {
                     "cannot write the StagePlugin's status: {}",
                     e.message
                 );
+                Written::Failed
             }
         }
+    }
+}
+
+/// What a StagePlugin's status is to show.
+struct Shown<'a> {
+    failure: Option<&'a Failure>,
+    /// The version serving (or about to, for a promotion being recorded).
+    serving: Option<Arc<crate::plugin::Plugin>>,
+    /// The rollout of the spec's version, if it has one.
+    record: Option<Record>,
+    /// This replica's figures to write with it (a verdict being recorded).
+    figures: Option<&'a RolloutReport>,
+}
+
+/// How a status write went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Written {
+    Took,
+    Unchanged,
+    Conflict,
+    Failed,
+}
+
+fn stage_plugin_key(name: &str) -> ObjectKey {
+    let resource = stage_plugin_resource();
+    ObjectKey {
+        api_version: resource.api_group,
+        kind: resource.kind,
+        namespace: String::new(),
+        name: name.to_owned(),
     }
 }
 

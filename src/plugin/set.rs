@@ -162,6 +162,8 @@ pub struct PluginSet {
     /// Serialises reloads.
     reloading: Mutex<()>,
     metrics: SetMetrics,
+    /// Woken when an analysis reaches a verdict that waits to be recorded.
+    proposals: Arc<tokio::sync::Notify>,
 }
 
 impl std::fmt::Debug for PluginSet {
@@ -288,6 +290,7 @@ impl PluginSet {
             current: RwLock::new(Arc::default()),
             reloading: Mutex::new(()),
             metrics: SetMetrics::default(),
+            proposals: Arc::default(),
         };
         let (slots, _) =
             set.build_slots(&Snapshot::default(), &config, &PluginConfig::default())?;
@@ -751,11 +754,20 @@ impl PluginSet {
     /// Check `canary`'s limits at `now` (after a call it answered, or periodically).
     fn evaluate(&self, name: &str, canary: &Canary, now: DateTime<Utc>) {
         if let Some(verdict) = canary.evaluate(now) {
-            log_verdict(name, canary, &verdict);
-            if !canary.coordinated {
+            if canary.coordinated {
+                tracing::info!(plugin = %name, outcome = verdict.outcome.as_str(), "plugin analysis reached a verdict, to be recorded: {}", verdict.message);
+                self.proposals.notify_one();
+            } else {
+                log_verdict(name, canary, &verdict);
                 self.count(&verdict);
             }
         }
+    }
+
+    /// Woken when an analysis of a StagePlugin's version reaches a verdict that waits
+    /// for [`PluginSet::settle`].
+    pub fn proposals(&self) -> Arc<tokio::sync::Notify> {
+        self.proposals.clone()
     }
 
     fn count(&self, verdict: &Verdict) {

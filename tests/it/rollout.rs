@@ -24,7 +24,8 @@ fn start() -> DateTime<Utc> {
         .with_timezone(&Utc)
 }
 
-fn component(behaviour: Classify, version: &'static str) -> Vec<u8> {
+/// A classifier component behaving as `behaviour`, reporting `version`.
+pub fn component(behaviour: Classify, version: &'static str) -> Vec<u8> {
     Fixture {
         version,
         ..Fixture::classifier(behaviour)
@@ -61,7 +62,8 @@ fn set(tag: &str, policy: Value, seed: u64) -> (Arc<PluginSet>, Arc<ManualClock>
     (set, clock, path)
 }
 
-fn classify(set: &PluginSet, status: u16) -> Decision {
+/// `set`'s classification of an HTTP failure with `status`.
+pub fn classify(set: &PluginSet, status: u16) -> Decision {
     let object = json!({});
     set.classify(&Failure {
         kind: FailureKind::Http,
@@ -77,7 +79,8 @@ fn classify(set: &PluginSet, status: u16) -> Decision {
     })
 }
 
-fn calls(plugin: &kstage::plugin::Plugin) -> u64 {
+/// How many classifications `plugin` was asked for.
+pub fn calls(plugin: &kstage::plugin::Plugin) -> u64 {
     plugin
         .stats(Capability::Classifier)
         .calls

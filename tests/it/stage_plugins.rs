@@ -21,10 +21,12 @@ use kstage::daemon::{Daemon, Resources};
 use kstage::engine::EngineConfig;
 use kstage::plugin::config::PluginConfig;
 use kstage::plugin::{Capability, PluginSet, Runtime};
+use kstage::retry::Decision;
 use kstage::template::{Renderer, StageEnv};
 
 use crate::e2e::{kube_config, wait_for};
 use crate::fixtures::{Classify, Fixture};
+use crate::rollout;
 
 const GROUP: &str = "kstage.dev/v1alpha1";
 
@@ -109,9 +111,18 @@ fn update(state: &State, object: Value) {
 struct Replica {
     daemon: Daemon,
     set: Arc<PluginSet>,
+    /// Under which it writes its rollout figures.
+    name: String,
 }
 
+/// A replica writing its rollout figures under `replica-N` (N counts replicas in this
+/// process), every 50 ms.
 async fn replica(server: &ApiServer) -> Replica {
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let name = format!(
+        "replica-{}",
+        N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    );
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let runtime = Runtime::new().expect("wasmtime");
     let set = PluginSet::load(runtime, PluginConfig::default(), clock.clone(), None).expect("set");
@@ -130,6 +141,8 @@ async fn replica(server: &ApiServer) -> Replica {
             plugins: Some(PluginResources {
                 set: set.clone(),
                 cache,
+                replica: name.clone(),
+                status_interval: Duration::from_millis(50),
             }),
         },
         renderer,
@@ -140,7 +153,7 @@ async fn replica(server: &ApiServer) -> Replica {
         },
         set.deciders(),
     );
-    Replica { daemon, set }
+    Replica { daemon, set, name }
 }
 
 fn writes(replicas: &[&Replica]) -> u64 {
@@ -203,7 +216,8 @@ fn serving(set: &PluginSet) -> Option<String> {
     set.plugin("chaos").map(|p| p.info().version.clone())
 }
 
-fn warnings(state: &State, reason: &str) -> usize {
+/// How many Events of `event_type` and `reason` are recorded for `chaos`.
+fn events(state: &State, event_type: &str, reason: &str) -> usize {
     let events = state.resource_of("v1", "Event").expect("events");
     state
         .list(&events, None, None, 0, None, |_| true)
@@ -211,24 +225,63 @@ fn warnings(state: &State, reason: &str) -> usize {
         .items
         .iter()
         .filter(|e| {
-            e["type"] == "Warning"
+            e["type"] == event_type
                 && e["reason"] == reason
                 && e["involvedObject"]["name"] == "chaos"
         })
         .count()
 }
 
-/// Wait until a Warning Event of `reason` is recorded for `chaos`.
-async fn warned(state: &State, reason: &str) {
+fn warnings(state: &State, reason: &str) -> usize {
+    events(state, "Warning", reason)
+}
+
+/// Wait until an Event of `event_type` and `reason` is recorded for `chaos`.
+async fn told(state: &State, event_type: &str, reason: &str) {
     wait_for(
         state,
         "v1",
         "Event",
-        &format!("a {reason} Warning"),
-        |_| warnings(state, reason) >= 1,
+        &format!("a {event_type} {reason} Event"),
+        |_| events(state, event_type, reason) >= 1,
         |_| true,
     )
     .await;
+}
+
+/// Wait until a Warning Event of `reason` is recorded for `chaos`.
+async fn warned(state: &State, reason: &str) {
+    told(state, "Warning", reason).await;
+}
+
+/// Wait until `done` holds for `r`'s plugin set (checked as it handles StagePlugin
+/// events).
+async fn until_set(r: &Replica, what: &str, done: impl Fn(&PluginSet) -> bool) {
+    let set = &r.set;
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        r.daemon.plugin_events().wait_for(|_| done(set)),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("{}: {what}", r.name))
+    .expect("running");
+}
+
+/// The StagePlugin `chaos` as stored.
+fn chaos(state: &State) -> Value {
+    (*state
+        .get(&key(GROUP, "StagePlugin", "", "chaos"))
+        .expect("object"))
+    .clone()
+}
+
+fn with_rollout(mut plugin: Value, rollout: Value) -> Value {
+    plugin["spec"]["rollout"] = rollout;
+    plugin
+}
+
+fn phase(o: &Value) -> Option<&str> {
+    o.pointer("/status/rollout/phase").and_then(Value::as_str)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -333,17 +386,8 @@ async fn a_stage_plugin_from_a_config_map_is_swapped_kept_and_unbound() {
         .delete(&key(GROUP, "StagePlugin", "", "chaos"), None)
         .expect("deleted");
     for r in both {
-        let set = &r.set;
-        tokio::time::timeout(
-            Duration::from_secs(30),
-            r.daemon
-                .plugin_events()
-                .wait_for(|_| serving(set).is_none()),
-        )
-        .await
-        .expect("unloaded")
-        .expect("running");
-        assert_eq!(set.bound_to(Capability::Classifier), None);
+        until_set(r, "unloaded", |set| serving(set).is_none()).await;
+        assert_eq!(r.set.bound_to(Capability::Classifier), None);
     }
     // Each failure was told once, by the replica whose status write took.
     assert_eq!(warnings(state, "ValidationFailed"), 1);
@@ -405,5 +449,224 @@ async fn a_stage_plugin_from_a_url_is_checked_against_its_digest() {
     );
     assert_eq!(serving(&r.set).as_deref(), Some("1.0.0"));
     assert!(r.set.plugin("wrong").is_none(), "nothing swapped in");
+    r.daemon.shutdown();
+}
+
+/// A version under a canary that fails more calls than allowed is rolled back in every
+/// replica, by the verdict of the one that made the calls, with the figures it counted
+/// in the status and one Warning Event naming the limit; a good version is promoted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_canary_is_rolled_back_in_every_replica_and_a_good_one_promoted() {
+    let server = ApiServer::start(Config::default()).await.expect("server");
+    let state = &server.server().state;
+    install_crd(state);
+    let (a, b) = (replica(&server).await, replica(&server).await);
+    let both = [&a, &b];
+    settle(&both, 0).await;
+    let (v1, v2, v3) = (
+        component("1.0.0", "0.1.0"),
+        // Passes validation, traps on every 503 it is asked about.
+        rollout::component(Classify::TrapOn503, "2.0.0"),
+        rollout::component(Classify::Policy, "3.0.0"),
+    );
+    state
+        .create(config_map(&[
+            ("v1.wasm", &v1),
+            ("v2.wasm", &v2),
+            ("v3.wasm", &v3),
+        ]))
+        .expect("ConfigMap");
+    state
+        .create(stage_plugin("v1.wasm", &sha(&v1)))
+        .expect("StagePlugin");
+    for r in both {
+        until_set(r, "version 1", |s| serving(s).as_deref() == Some("1.0.0")).await;
+    }
+
+    // Version 2 takes half the calls; more than 10% of 10 failing rolls it back.
+    let limits =
+        json!({"canary": 50, "analysis": {"minCalls": 10, "maxErrorRate": 0.1, "duration": "1h"}});
+    update(
+        state,
+        with_rollout(stage_plugin("v2.wasm", &sha(&v2)), limits),
+    );
+    for r in both {
+        until_set(r, "analysing version 2", |s| s.rollouts().len() == 1).await;
+    }
+    until(state, "analysing", |o| {
+        phase(o) == Some("Analysing")
+            && says(o, "Ready", "Unknown", "Analysing")
+            && says(o, "Rollout", "Unknown", "Analysing")
+    })
+    .await;
+    assert_eq!(
+        chaos(state)["status"]["version"],
+        "1.0.0",
+        "the serving version"
+    );
+    let stable = a.set.plugin("chaos").expect("version 1");
+    let [report] = a.set.rollouts().try_into().expect("one rollout");
+    let canary = report.canary.clone();
+    // Validation asked each version once already.
+    let asked = |p: &kstage::plugin::Plugin, before: u64| rollout::calls(p) - before;
+    let (stable_before, canary_before) = (rollout::calls(&stable), rollout::calls(&canary));
+    // Only replica a is asked; every answer is the serving version's (a trapped
+    // call fails its decision, which backs off as version 1 does on a 503).
+    while asked(&canary, canary_before) < 10 {
+        assert_eq!(rollout::classify(&a.set, 503), Decision::Backoff);
+    }
+    let stable_calls = asked(&stable, stable_before);
+    // The verdict was reached at the 10th call: from then on version 1 answers all.
+    for _ in 0..20 {
+        rollout::classify(&a.set, 503);
+    }
+    assert_eq!(
+        asked(&canary, canary_before),
+        10,
+        "no call after the verdict"
+    );
+    until(state, "rolled back", |o| phase(o) == Some("RolledBack")).await;
+    warned(state, "RolledBack").await;
+    let o = chaos(state);
+    assert!(says(&o, "Ready", "False", "RolledBack"), "{o}");
+    assert!(says(&o, "Rollout", "False", "RolledBack"), "{o}");
+    let message = o["status"]["rollout"]["message"].as_str().expect("text");
+    assert!(
+        message.contains("(10 of 10 calls) is above maxErrorRate 10%"),
+        "{message}"
+    );
+    assert_eq!(o["status"]["rollout"]["decidedBy"], a.name.as_str());
+    assert_eq!(o["status"]["rollout"]["digest"], sha(&v2));
+    assert_eq!(o["status"]["version"], "1.0.0");
+    assert_eq!(o["status"]["digest"], sha(&v1));
+    // The figures are the calls replica a made.
+    let figures = &o["status"]["analysis"][a.name.as_str()];
+    assert_eq!(figures["digest"], sha(&v2), "{o}");
+    assert_eq!(figures["canary"]["calls"], 10, "{o}");
+    assert_eq!(figures["canary"]["errors"], 10, "{o}");
+    assert_eq!(figures["stable"]["calls"], stable_calls, "{o}");
+    assert_eq!(figures["stable"]["errors"], 0, "{o}");
+    assert!(
+        figures["canary"]["p99Micros"]
+            .as_f64()
+            .is_some_and(|p| p > 0.0),
+        "{o}"
+    );
+    // Replica b, asked nothing, counted nothing, and applied a's verdict.
+    let b_figures = &o["status"]["analysis"][b.name.as_str()];
+    assert!(
+        b_figures.is_null() || b_figures["canary"]["calls"] == 0,
+        "{o}"
+    );
+    for r in both {
+        until_set(r, "version 2 rolled back", |s| {
+            s.rollouts().is_empty() && serving(s).as_deref() == Some("1.0.0")
+        })
+        .await;
+    }
+
+    // Version 3 answers as version 1 does: promoted once 10 calls held every limit,
+    // by replica b this time.
+    let limits =
+        json!({"canary": 50, "analysis": {"minCalls": 10, "maxErrorRate": 0.1, "duration": "1ms"}});
+    update(
+        state,
+        with_rollout(stage_plugin("v3.wasm", &sha(&v3)), limits),
+    );
+    for r in both {
+        until_set(r, "analysing version 3", |s| s.rollouts().len() == 1).await;
+    }
+    let [report] = b.set.rollouts().try_into().expect("one rollout");
+    let canary = report.canary.clone();
+    let canary_before = rollout::calls(&canary);
+    while asked(&canary, canary_before) < 10 {
+        assert_eq!(rollout::classify(&b.set, 503), Decision::Backoff);
+    }
+    until(state, "promoted", |o| {
+        phase(o) == Some("Promoted")
+            && says(o, "Ready", "True", "Serving")
+            && o["status"]["version"] == "3.0.0"
+    })
+    .await;
+    told(state, "Normal", "Promoted").await;
+    let o = chaos(state);
+    assert!(says(&o, "Rollout", "True", "Promoted"), "{o}");
+    assert_eq!(o["status"]["rollout"]["decidedBy"], b.name.as_str());
+    assert_eq!(o["status"]["digest"], sha(&v3));
+    for r in both {
+        until_set(r, "version 3 serving", |s| {
+            s.rollouts().is_empty() && serving(s).as_deref() == Some("3.0.0")
+        })
+        .await;
+    }
+    // Each verdict was told once.
+    assert_eq!(warnings(state, "RolledBack"), 1);
+    assert_eq!(events(state, "Normal", "Promoted"), 1);
+    a.daemon.shutdown();
+    b.daemon.shutdown();
+}
+
+/// In shadow mode the new version is asked beside the serving one and never answers:
+/// a version that disagrees on every call is rolled back on `maxDisagreement`, and the
+/// status counts both versions' calls and the comparisons.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shadowed_version_never_answers_and_is_rolled_back_on_disagreement() {
+    let server = ApiServer::start(Config::default()).await.expect("server");
+    let state = &server.server().state;
+    install_crd(state);
+    let r = replica(&server).await;
+    let (v1, v2) = (
+        component("1.0.0", "0.1.0"),
+        // Always answers refresh, where version 1 backs off or retries after.
+        rollout::component(Classify::Refresh, "2.0.0"),
+    );
+    state
+        .create(config_map(&[("v1.wasm", &v1), ("v2.wasm", &v2)]))
+        .expect("ConfigMap");
+    state
+        .create(stage_plugin("v1.wasm", &sha(&v1)))
+        .expect("StagePlugin");
+    until_set(&r, "version 1", |s| serving(s).as_deref() == Some("1.0.0")).await;
+    let limits = json!({"canary": 100, "mode": "shadow",
+                        "analysis": {"minCalls": 20, "maxDisagreement": 0.5, "duration": "1h"}});
+    update(
+        state,
+        with_rollout(stage_plugin("v2.wasm", &sha(&v2)), limits),
+    );
+    until_set(&r, "analysing version 2", |s| s.rollouts().len() == 1).await;
+    let [report] = r.set.rollouts().try_into().expect("one rollout");
+    let canary = report.canary.clone();
+    // Validation asked it once already.
+    let canary_before = rollout::calls(&canary);
+    let mut asked = 0;
+    while rollout::calls(&canary) - canary_before < 20 {
+        let (status, expected) = if asked % 2 == 0 {
+            (429, Decision::RetryAfter(Duration::from_millis(1234)))
+        } else {
+            (500, Decision::Backoff)
+        };
+        assert_eq!(rollout::classify(&r.set, status), expected, "call {asked}");
+        asked += 1;
+    }
+    assert_eq!(asked, 20, "every call shadowed");
+    until(state, "rolled back", |o| phase(o) == Some("RolledBack")).await;
+    let o = chaos(state);
+    assert!(says(&o, "Ready", "False", "RolledBack"), "{o}");
+    let message = o["status"]["rollout"]["message"].as_str().expect("text");
+    assert!(
+        message.starts_with(
+            "disagreement 100% (20 of 20 answers compared) is above maxDisagreement 50%"
+        ),
+        "{message}"
+    );
+    assert_eq!(o["status"]["rollout"]["mode"], "shadow");
+    let figures = &o["status"]["analysis"][r.name.as_str()];
+    assert_eq!(figures["stable"]["calls"], 20, "{o}");
+    assert_eq!(figures["canary"]["calls"], 20, "{o}");
+    assert_eq!(figures["canary"]["compared"], 20, "{o}");
+    assert_eq!(figures["canary"]["disagreements"], 20, "{o}");
+    warned(state, "RolledBack").await;
+    until_set(&r, "rolled back", |s| s.rollouts().is_empty()).await;
+    assert_eq!(serving(&r.set).as_deref(), Some("1.0.0"));
     r.daemon.shutdown();
 }
