@@ -286,11 +286,36 @@ mod tests {
         let mut fields = fields;
         fields.sort_unstable();
         assert_eq!(fields, read);
+        let keys = |v: &Value| {
+            let mut keys: Vec<String> = v["properties"]
+                .as_object()
+                .expect("properties")
+                .keys()
+                .cloned()
+                .collect();
+            keys.sort_unstable();
+            keys
+        };
+        let rollout = &spec["properties"]["rollout"];
+        assert_eq!(keys(rollout), ["analysis", "canary", "mode"]);
+        assert_eq!(
+            keys(&rollout["properties"]["analysis"]),
+            [
+                "duration",
+                "maxDisagreement",
+                "maxErrorRate",
+                "maxLatencyRatio",
+                "minCalls"
+            ]
+        );
         // Every field the schema lets through parses.
         let example = object(json!({
             "source": {"url": "https://example.com/p.wasm"}, "sha256": SHA, "bind": ["renderer"],
             "timeout": "1s", "memory": 1048576, "failurePolicy": {"renderer": "fail"},
-            "wasi": {}, "warmInstances": 1, "rollout": {"canary": 10},
+            "wasi": {}, "warmInstances": 1,
+            "rollout": {"canary": "10%", "mode": "shadow", "analysis": {
+                "duration": "1m", "minCalls": 5, "maxErrorRate": 0.1,
+                "maxLatencyRatio": 2.5, "maxDisagreement": 0.2}},
         }));
         assert!(ResourcePlugin::parse(&example).is_ok());
     }
