@@ -283,6 +283,11 @@ impl Plugins {
             }
         };
         crate::plugin::watch::reload_on_sighup(set.clone(), path.clone(), on_reload.clone())?;
+        crate::plugin::watch::settle_rollouts(
+            set.clone(),
+            crate::plugin::watch::ROLLOUT_CHECK,
+            on_reload.clone(),
+        );
         let watcher = crate::plugin::watch::watch(set.clone(), on_reload)?;
         tracing::info!(config = %path.display(), "plugins: hot swap on (plugin files watched, config read again on SIGHUP)");
         Ok(Some(watcher))

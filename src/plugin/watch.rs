@@ -1,5 +1,5 @@
 //! Hot swap: watch the folders that hold the plugin files and reload on change; reload
-//! the whole config on SIGHUP.
+//! the whole config on SIGHUP; decide the rollouts whose analysis time is up.
 //!
 //! Folders, not files, are watched: a Kubernetes ConfigMap volume replaces its files by
 //! swapping a `..data` symlink, which only the folder sees, and editors save by rename.
@@ -93,4 +93,33 @@ pub fn reload_on_sighup(
             }
         }
     }))
+}
+
+/// How often [`settle_rollouts`] looks at the rollouts by default.
+pub const ROLLOUT_CHECK: Duration = Duration::from_secs(5);
+
+/// Every `every`, decide the rollouts whose analysis time is up and fold the verdicts
+/// reached (a version promoted on time even when no call comes to judge it); a report
+/// that changed something goes to `on_reload`. Runs until the runtime shuts down.
+pub fn settle_rollouts(
+    set: Arc<PluginSet>,
+    every: Duration,
+    on_reload: impl Fn(&Reload) + Send + 'static,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            if set.rollouts().is_empty() {
+                continue;
+            }
+            let set = set.clone();
+            match tokio::task::spawn_blocking(move || set.settle_rollouts()).await {
+                Ok(report) if report != Reload::default() => on_reload(&report),
+                Ok(_) => {}
+                Err(e) => tracing::error!(error = %e, "settling plugin rollouts failed"),
+            }
+        }
+    })
 }

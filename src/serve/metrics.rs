@@ -14,6 +14,7 @@
 //!   (see [`crate::cluster::rest_metrics`]);
 //! - plugins ([`PluginCollector`]): `kstage_plugin_calls_total{plugin,capability,version,
 //!   outcome}`, `kstage_plugin_call_duration_seconds`, swaps accepted and rejected,
+//!   rollouts by result and in progress,
 //!   fallbacks, failed decisions; node Leases held ([`LeaseCollector`]);
 //! - `process_*`: CPU seconds, resident memory, open file descriptors (from `/proc`).
 
@@ -409,6 +410,24 @@ impl Collector for PluginCollector {
                     m.rejections.load(Relaxed),
                 ),
             ],
+        )?;
+        counters(
+            e,
+            "kstage_plugin_rollouts",
+            "New plugin versions analysed beside the serving one (spec.rollout), by result: started, promoted, rolled_back, or superseded by a newer version before a verdict.",
+            [
+                ("started", &m.canaries),
+                ("promoted", &m.promoted),
+                ("rolled_back", &m.rolled_back),
+                ("superseded", &m.superseded),
+            ]
+            .map(|(result, n)| (vec![("result", result.to_owned())], n.load(Relaxed))),
+        )?;
+        gauges(
+            e,
+            "kstage_plugin_rollouts_in_progress",
+            "Plugin versions under analysis now (or decided, waiting for the verdict to be recorded).",
+            [(Labels::new(), self.0.rollouts().len() as i64)],
         )?;
         counters(
             e,

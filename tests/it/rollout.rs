@@ -156,8 +156,8 @@ fn a_version_failing_more_calls_than_allowed_is_rolled_back_and_not_tried_again(
     assert_eq!(fixed.canaries, ["retry"], "{fixed:?}");
 }
 
-#[test]
-fn a_good_version_is_promoted_once_its_time_is_up() {
+#[tokio::test(start_paused = true)]
+async fn a_good_version_is_promoted_once_its_time_is_up() {
     let policy =
         json!({"canary": 30, "analysis": {"minCalls": 10, "duration": "2m", "maxDisagreement": 0}});
     let (set, clock, _) = set("good", policy, 3);
@@ -177,8 +177,21 @@ fn a_good_version_is_promoted_once_its_time_is_up() {
     assert_eq!(set.settle_rollouts().settled, []);
 
     clock.advance(chrono::TimeDelta::seconds(120));
-    // No further call is needed: the periodic settling decides.
-    let settled = set.settle_rollouts();
+    // No further call is needed: the periodic settling (what `kstage run --config`
+    // runs) decides.
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let task = kstage::plugin::watch::settle_rollouts(
+        set.clone(),
+        kstage::plugin::watch::ROLLOUT_CHECK,
+        move |report| {
+            let _ = tx.send(report.clone());
+        },
+    );
+    let settled = tokio::time::timeout(Duration::from_secs(60), rx.recv())
+        .await
+        .expect("settled within a minute of (paused) time")
+        .expect("a report");
+    task.abort();
     let [(name, verdict)] = settled.settled.try_into().expect("one verdict");
     assert_eq!(name, "retry");
     assert_eq!(verdict.outcome, Outcome::Promoted, "{}", verdict.message);

@@ -64,6 +64,8 @@ const FAMILIES: &[&str] = &[
     "kstage_plugin_calls",
     "kstage_plugin_call_duration_seconds",
     "kstage_plugin_swaps",
+    "kstage_plugin_rollouts",
+    "kstage_plugin_rollouts_in_progress",
     "kstage_plugin_fallbacks",
     "kstage_plugin_failures",
     "kstage_node_leases_held",
@@ -272,4 +274,9 @@ fn plugin_calls_are_counted_by_plugin_capability_version_and_outcome() {
         "{text}"
     );
     assert!(text.contains("kstage_plugin_fallbacks_total 0"), "{text}");
+    assert!(
+        text.contains("kstage_plugin_rollouts_total{result=\"rolled_back\"} 0")
+            && text.contains("kstage_plugin_rollouts_in_progress 0"),
+        "{text}"
+    );
 }

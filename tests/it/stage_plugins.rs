@@ -5,6 +5,7 @@
 //! unbinds it; two daemons swap on one edit and do not fight over the status.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -599,7 +600,16 @@ async fn a_failing_canary_is_rolled_back_in_every_replica_and_a_good_one_promote
         })
         .await;
     }
-    // Each verdict was told once.
+    // Each replica counted both verdicts it applied; each was told once.
+    for r in both {
+        let m = r.set.metrics();
+        assert_eq!(
+            [&m.canaries, &m.rolled_back, &m.promoted].map(|n| n.load(Ordering::Relaxed)),
+            [2, 1, 1],
+            "{}",
+            r.name
+        );
+    }
     assert_eq!(warnings(state, "RolledBack"), 1);
     assert_eq!(events(state, "Normal", "Promoted"), 1);
     a.daemon.shutdown();
