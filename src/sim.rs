@@ -5,7 +5,15 @@
 //! weighted queue, workers, retries, and faults when asked. Time is tokio's paused clock,
 //! so it jumps from one due job to the next: hours of lifecycle take milliseconds, and a
 //! run (with one worker) is fully determined by its inputs and seed.
+//!
+//! With plugins, new versions can be swapped in at given virtual times ([`Swap`]): under
+//! their `rollout` they are analysed on the calls the run makes (which calls go to the
+//! new version is drawn from the seed) and promoted or rolled back, and the report lists
+//! what happened to each plugin when ([`PluginEvent`]). Verdicts on error rates and
+//! disagreements are reproducible; one on `maxLatencyRatio` is not (latencies are real
+//! time).
 
+use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,6 +29,9 @@ use crate::decide::Deciders;
 pub use crate::engine::journal::{Done, Entry, What};
 use crate::engine::metrics::Metrics;
 use crate::engine::{Engine, EngineConfig, Journal};
+use crate::plugin::PluginSet;
+use crate::plugin::rollout::{Outcome, Phase};
+use crate::plugin::set::Reload;
 use crate::stage::StageSet;
 
 /// How a simulation runs.
@@ -48,6 +59,35 @@ pub struct Config {
     pub observer: Option<Arc<dyn crate::engine::Observer>>,
     /// How fast one object may play the same Stage again.
     pub loop_guard: crate::engine::LoopGuard,
+    /// The plugin set behind `deciders`, when there is one (for `swaps`).
+    pub plugins: Option<Arc<PluginSet>>,
+    /// New plugin versions to take during the run, in any order.
+    pub swaps: Vec<Swap>,
+}
+
+/// A new version of a plugin, taken at a virtual time (`kstage sim --swap`).
+#[derive(Debug, Clone)]
+pub struct Swap {
+    /// When, from the start.
+    pub at: Duration,
+    /// The plugin (a name of the config).
+    pub plugin: String,
+    /// The new component.
+    pub bytes: Arc<Vec<u8>>,
+}
+
+/// What happened to a plugin during a run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PluginEvent {
+    /// Virtual time from the start.
+    pub at: Duration,
+    /// The plugin.
+    pub plugin: String,
+    /// `swapped`, `analysing`, `rejected`, `unchanged`, `promoted`, `rolled-back`,
+    /// `superseded`.
+    pub event: &'static str,
+    /// The detail: the version, the verdict's reason and figures.
+    pub detail: String,
 }
 
 impl Default for Config {
@@ -64,6 +104,8 @@ impl Default for Config {
             deciders: Deciders::default(),
             observer: None,
             loop_guard: crate::engine::LoopGuard::default(),
+            plugins: None,
+            swaps: Vec::new(),
         }
     }
 }
@@ -122,6 +164,8 @@ pub struct Report {
     /// Real time from the first object created until nothing was left to play (loading
     /// the Stages, collecting the final objects and freeing the store are outside it).
     pub wall: std::time::Duration,
+    /// What happened to the plugins (swaps and rollouts), in time order.
+    pub plugins: Vec<PluginEvent>,
 }
 
 /// Run a simulation. Call it inside a current-thread tokio runtime with paused time
@@ -153,6 +197,7 @@ pub async fn run(
             created.push(key);
         }
     }
+    let plugin_clock = clock.clone();
     let engine_config = EngineConfig {
         workers: config.workers,
         seed: config.seed,
@@ -172,6 +217,7 @@ pub async fn run(
     let origin = tokio::time::Instant::now();
     let until = origin + config.until;
     let mut delete_at = config.delete_after.map(|d| origin + d);
+    let mut plugins = Plugins::new(config.plugins.clone(), plugin_clock, &config.swaps, origin);
     loop {
         // Let every task run until the engine has handled every watch event.
         while engine.observed() < cluster.watch_events_sent() {
@@ -183,6 +229,9 @@ pub async fn run(
             engine.shutdown();
             return Err(SimError::TooManyTransitions(transitions));
         }
+        if plugins.step(&engine) {
+            continue;
+        }
         if delete_at.is_some_and(|at| at <= tokio::time::Instant::now()) {
             delete_at = None;
             for key in &created {
@@ -190,10 +239,11 @@ pub async fn run(
             }
             continue;
         }
-        if engine.is_idle() && delete_at.is_none() {
+        let plugins_due = plugins.next_due(until);
+        if engine.is_idle() && delete_at.is_none() && plugins_due.is_none() {
             break;
         }
-        let next = [engine.queue().next_due(), delete_at]
+        let next = [engine.queue().next_due(), delete_at, plugins_due]
             .into_iter()
             .flatten()
             .min();
@@ -206,6 +256,7 @@ pub async fn run(
     if tokio::time::Instant::now() < until && !engine.is_idle() {
         tokio::time::sleep_until(until).await;
     }
+    plugins.settle();
     let wall = wall_start.elapsed();
     engine.shutdown();
     for task in tasks {
@@ -244,7 +295,149 @@ pub async fn run(
         stats,
         end,
         wall,
+        plugins: plugins.events,
     })
+}
+
+/// The plugin swaps of a run and what came of them.
+struct Plugins {
+    set: Option<Arc<PluginSet>>,
+    /// The set's clock (virtual).
+    clock: Arc<dyn Clock>,
+    swaps: VecDeque<Swap>,
+    origin: tokio::time::Instant,
+    events: Vec<PluginEvent>,
+}
+
+impl Plugins {
+    fn new(
+        set: Option<Arc<PluginSet>>,
+        clock: Arc<dyn Clock>,
+        swaps: &[Swap],
+        origin: tokio::time::Instant,
+    ) -> Self {
+        let mut swaps = swaps.to_vec();
+        swaps.sort_by_key(|s| s.at);
+        Self {
+            set,
+            clock,
+            swaps: swaps.into(),
+            origin,
+            events: Vec::new(),
+        }
+    }
+
+    fn now(&self) -> Duration {
+        tokio::time::Instant::now().saturating_duration_since(self.origin)
+    }
+
+    /// Record the verdicts reached, then take the next swap if it is due; whether one was
+    /// taken (the engine may have work again).
+    fn step(&mut self, engine: &Arc<Engine<MemoryCluster>>) -> bool {
+        self.settle();
+        let (Some(set), Some(swap)) = (self.set.clone(), self.swaps.front()) else {
+            return false;
+        };
+        if swap.at > self.now() {
+            return false;
+        }
+        let swap = self.swaps.pop_front().expect("a swap");
+        let report = set.replace(&swap.plugin, &swap.bytes);
+        self.record(&set, &swap.plugin, &report);
+        if report.selectors_changed {
+            let _ = engine.set_stages((*engine.stages()).clone());
+        }
+        true
+    }
+
+    /// Fold the verdicts reached (and decide the analyses whose time is up).
+    fn settle(&mut self) {
+        let Some(set) = self.set.clone() else { return };
+        if set.rollouts().is_empty() {
+            return;
+        }
+        let report = set.settle_rollouts();
+        for (plugin, verdict) in report.settled {
+            self.push(
+                &plugin,
+                match verdict.outcome {
+                    Outcome::Promoted => "promoted",
+                    Outcome::RolledBack => "rolled-back",
+                    Outcome::Superseded => "superseded",
+                },
+                verdict.message,
+            );
+        }
+    }
+
+    fn record(&mut self, set: &PluginSet, name: &str, report: &Reload) {
+        let version = || {
+            set.plugin(name)
+                .map(|p| format!("version {} (sha256 {})", p.info().version, p.digest()))
+                .unwrap_or_default()
+        };
+        if report.swapped.iter().any(|n| n == name) {
+            self.push(name, "swapped", version());
+        } else if let Some((_, why)) = report.rejected.iter().find(|(n, _)| n == name) {
+            self.push(
+                name,
+                "rejected",
+                format!("{why}; {} keeps serving", version()),
+            );
+        } else if let Some(r) = set.rollouts().into_iter().find(|r| r.plugin == name) {
+            let a = r.rollout.analysis;
+            self.push(
+                name,
+                "analysing",
+                format!(
+                    "version {} (sha256 {}) takes {}% of the calls ({}) for at least {:?} and {} calls; version {} serves the rest",
+                    r.canary.info().version,
+                    r.canary.digest(),
+                    r.rollout.canary,
+                    r.rollout.mode.as_str(),
+                    a.duration,
+                    a.min_calls,
+                    r.stable.info().version,
+                ),
+            );
+        } else {
+            self.push(
+                name,
+                "unchanged",
+                format!("the same content; {}", version()),
+            );
+        }
+    }
+
+    fn push(&mut self, plugin: &str, event: &'static str, detail: String) {
+        self.events.push(PluginEvent {
+            at: self.now(),
+            plugin: plugin.to_owned(),
+            event,
+            detail,
+        });
+    }
+
+    /// When the loop must wake next for the plugins (a swap, an analysis whose time is up),
+    /// if before `until`.
+    fn next_due(&self, until: tokio::time::Instant) -> Option<tokio::time::Instant> {
+        let set = self.set.as_ref()?;
+        let swap = self.swaps.front().map(|s| self.origin + s.at);
+        let now = self.clock.now();
+        // Past its time, an analysis waiting for calls is decided by them.
+        let analyses = set.rollouts().into_iter().filter_map(|r| {
+            if r.phase != Phase::Analysing {
+                return None;
+            }
+            let end = r.started + chrono::TimeDelta::from_std(r.rollout.analysis.duration).ok()?;
+            let left = (end - now).to_std().ok().filter(|d| !d.is_zero())?;
+            Some(tokio::time::Instant::now() + left)
+        });
+        swap.into_iter()
+            .chain(analyses)
+            .filter(|t| *t <= until)
+            .min()
+    }
 }
 
 fn user_delete(cluster: &MemoryCluster, journal: &Journal, key: &ObjectKey) {
@@ -309,6 +502,22 @@ impl Report {
         s
     }
 
+    /// What happened to the plugins, one line per event.
+    pub fn plugins_text(&self) -> String {
+        let mut s = String::new();
+        for e in &self.plugins {
+            let _ = writeln!(
+                s,
+                "{}  {}  {}: {}",
+                clock_time(e.at),
+                e.plugin,
+                e.event,
+                e.detail
+            );
+        }
+        s
+    }
+
     /// The whole report as data (for `--output yaml|json`).
     pub fn to_value(&self) -> Value {
         let timeline: Vec<Value> = self
@@ -346,7 +555,7 @@ impl Report {
                 v
             })
             .collect();
-        json!({
+        let mut value = json!({
             "timeline": timeline,
             "objects": self.objects,
             "stats": {
@@ -360,6 +569,16 @@ impl Report {
                 "slowed": self.stats.slowed,
                 "end": clock_time(self.end),
             },
-        })
+        });
+        if !self.plugins.is_empty() {
+            value["plugins"] = self
+                .plugins
+                .iter()
+                .map(|e| {
+                    json!({"at": clock_time(e.at), "plugin": e.plugin, "event": e.event, "detail": e.detail})
+                })
+                .collect();
+        }
+        value
     }
 }

@@ -57,6 +57,12 @@ pub struct SimArgs {
     /// (plugins run offline, on the virtual clock and seeded randomness).
     #[arg(long)]
     config: Option<PathBuf>,
+    /// Take a new version of a plugin of `--config` at a virtual time: `AT:NAME=FILE`
+    /// (`10m:retry=retry-v2.wasm`); repeatable. Under the plugin's `rollout` the new
+    /// version is analysed on the run's calls (drawn from `--seed`), then promoted or
+    /// rolled back; the report lists what happened when.
+    #[arg(long = "swap", value_parser = parse_swap, requires = "config")]
+    swaps: Vec<SwapArg>,
     /// What to print: the timeline and final objects as text, YAML or JSON, or only the
     /// summary line.
     #[arg(long, short = 'o', value_enum, default_value_t = SimOutput::Text)]
@@ -70,6 +76,28 @@ enum SimOutput {
     Yaml,
     Json,
     Summary,
+}
+
+/// A `--swap` as given.
+#[derive(Debug, Clone)]
+struct SwapArg {
+    at: TimeDelta,
+    plugin: String,
+    file: PathBuf,
+}
+
+fn parse_swap(s: &str) -> Result<SwapArg, String> {
+    let usage = || format!("{s:?} is not AT:NAME=FILE (for example 10m:retry=retry-v2.wasm)");
+    let (at, rest) = s.split_once(':').ok_or_else(usage)?;
+    let (plugin, file) = rest.split_once('=').ok_or_else(usage)?;
+    if plugin.is_empty() || file.is_empty() {
+        return Err(usage());
+    }
+    Ok(SwapArg {
+        at: parse_duration(at).map_err(|e| format!("{s:?}: {e}"))?,
+        plugin: plugin.to_owned(),
+        file: PathBuf::from(file),
+    })
 }
 
 fn parse_start(s: &str) -> Result<DateTime<Utc>, String> {
@@ -92,11 +120,30 @@ pub(super) fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
         workers,
         loop_guard,
         config: plugin_config,
+        swaps,
         output,
     } = args;
     let plugin_config = plugin_config
         .map(|path| crate::plugin::config::PluginConfig::read(&path))
         .transpose()?;
+    let swaps = swaps
+        .into_iter()
+        .map(|swap| {
+            let known = plugin_config
+                .as_ref()
+                .is_some_and(|c| c.plugins.iter().any(|p| p.name == swap.plugin));
+            if !known {
+                anyhow::bail!("--swap: no plugin {:?} in --config", swap.plugin);
+            }
+            let bytes = std::fs::read(&swap.file)
+                .map_err(|e| anyhow::anyhow!("--swap: cannot read {}: {e}", swap.file.display()))?;
+            Ok(crate::sim::Swap {
+                at: swap.at.to_std().unwrap_or_default(),
+                plugin: swap.plugin,
+                bytes: Arc::new(bytes),
+            })
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
     // Virtual time: tokio's paused clock on one thread, so hours pass in milliseconds
     // and the order of everything is fixed by the inputs and the seed.
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -114,12 +161,12 @@ pub(super) fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
         ));
         let renderer = Renderer::new(env.clone());
         let stages = super::load_stages(&paths.stages, &renderer)?;
-        let deciders = match plugin_config {
-            None => crate::decide::Deciders::default(),
-            Some(plugin_config) => {
-                super::plugin::load_set(plugin_config, clock.clone(), Some(seed))?.deciders()
-            }
-        };
+        let plugins = plugin_config
+            .map(|c| super::plugin::load_set(c, clock.clone(), Some(seed)))
+            .transpose()?;
+        let deciders = plugins
+            .as_ref()
+            .map_or_else(crate::decide::Deciders::default, |set| set.deciders());
         let config = Config {
             seed,
             start,
@@ -132,6 +179,8 @@ pub(super) fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
             deciders,
             observer: Some(env.clone()),
             loop_guard,
+            plugins,
+            swaps,
         };
         anyhow::Ok(crate::sim::run(stages, clock, objects, config).await?)
     })?;
@@ -139,6 +188,10 @@ pub(super) fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
     match output {
         SimOutput::Text => {
             let mut text = report.timeline_text();
+            if !report.plugins.is_empty() {
+                text.push_str("\n# plugins\n");
+                text.push_str(&report.plugins_text());
+            }
             text.push_str("\n# final objects\n");
             text.push_str(&crate::yaml::to_string(&serde_json::Value::Array(
                 report.objects.clone(),

@@ -405,3 +405,123 @@ fn sim_output_is_unchanged_for_the_quick_start_and_a_faulted_run() {
         assert_eq!(ok(&args), expected, "kstage {}", args.join(" "));
     }
 }
+
+/// `--swap` takes a new version of a plugin at a virtual time; under its `rollout` it
+/// is analysed on the run's calls (failed steps under injected faults ask the
+/// classifier) and rolled back or promoted, the same way on every run of one seed.
+#[test]
+fn a_swapped_plugin_version_is_analysed_and_decided_the_same_way_every_run() {
+    use crate::fixtures::Classify;
+    use crate::rollout::component;
+    let dir = tempdir("sim-swap");
+    let pod = write(&dir, "pod.yaml", POD);
+    for (file, behaviour, version) in [
+        ("v1.wasm", Classify::Policy, "1.0.0"),
+        // Passes validation, traps on the 503s the faults inject.
+        ("bad.wasm", Classify::TrapOn503, "2.0.0"),
+        ("good.wasm", Classify::Policy, "3.0.0"),
+    ] {
+        std::fs::write(dir.join(file), component(behaviour, version)).expect("write");
+    }
+    let config = write(
+        &dir,
+        "config.yaml",
+        "plugins:
+- name: retry
+  path: v1.wasm
+  rollout: {canary: 50, analysis: {minCalls: 5, maxErrorRate: 0.2, duration: 1m}}
+bindings:
+  classifier: retry
+",
+    );
+    let general = kwok_dir().join("stage/pod/general");
+    let general = general.to_string_lossy();
+    let run = |swap: &str| {
+        let swap = format!("1m:retry={}", dir.join(swap).display());
+        let args = [
+            "sim",
+            "--stages",
+            &general,
+            "--objects",
+            &pod,
+            "--copies",
+            "20",
+            "--until",
+            "1h",
+            "--delete-after",
+            "10m",
+            "--faults",
+            "*:503=0.3",
+            "--config",
+            &config,
+            "--swap",
+            &swap,
+            "-o",
+            "json",
+        ];
+        // Both classifiers drop a job at its third attempt: a run may end with errors
+        // (exit code 1) and still report.
+        let stdout = || String::from_utf8(kstage(&args).stdout).expect("UTF-8");
+        let out = stdout();
+        assert_eq!(out, stdout(), "same seed, same calls, same verdict");
+        let report: Value = serde_json::from_str(&out).expect("json report");
+        assert!(
+            report["stats"]["retries"].as_u64() > Some(10),
+            "{}",
+            report["stats"]
+        );
+        report["plugins"].as_array().expect("plugin events").clone()
+    };
+    let events = |plugins: &[Value]| -> Vec<(String, String)> {
+        plugins
+            .iter()
+            .map(|e| {
+                (
+                    e["at"].as_str().expect("at").to_owned(),
+                    e["event"].as_str().expect("event").to_owned(),
+                )
+            })
+            .collect()
+    };
+
+    let bad = run("bad.wasm");
+    let seen = events(&bad);
+    assert_eq!(
+        seen[0],
+        ("+00:01:00.000".to_owned(), "analysing".to_owned()),
+        "{bad:?}"
+    );
+    assert_eq!(seen.len(), 2, "{bad:?}");
+    assert_eq!(seen[1].1, "rolled-back", "{bad:?}");
+    assert!(
+        seen[1].0.as_str() >= "+00:10:00.000",
+        "decided by the deletions' calls: {bad:?}"
+    );
+    let why = bad[1]["detail"].as_str().expect("detail");
+    assert!(
+        why.contains("(5 of 5 calls) is above maxErrorRate 20%"),
+        "{why}"
+    );
+
+    let good = run("good.wasm");
+    let seen = events(&good);
+    assert_eq!(seen.len(), 2, "{good:?}");
+    assert_eq!(seen[1].1, "promoted", "{good:?}");
+    let why = good[1]["detail"].as_str().expect("detail");
+    assert!(why.starts_with("every limit held over"), "{why}");
+
+    fails_naming(
+        &[
+            "sim",
+            "--stages",
+            &general,
+            "--objects",
+            &pod,
+            "--config",
+            &config,
+            "--swap",
+            "1m:nope=x.wasm",
+        ],
+        &["--swap: no plugin \"nope\" in --config"],
+    );
+}
