@@ -172,6 +172,11 @@ pub struct UpArgs {
     /// Stop after this long (default: run until Ctrl-C).
     #[arg(long = "for", value_parser = super::duration::parse_std_duration)]
     run_for: Option<Duration>,
+    /// Also install the StagePlugin CRD and take plugins from StagePlugin resources
+    /// (as `kstage run --plugin-crds`): `kubectl apply` one and it is fetched, checked,
+    /// hot-swapped and its status written, canary rollouts included.
+    #[arg(long)]
+    plugin_crds: bool,
     /// Where to serve `/livez`, `/readyz`, `/healthz` and `/metrics` (HOST:PORT; port 0
     /// picks a free one, printed at start), or `off`.
     #[arg(long, default_value = "127.0.0.1:0", value_parser = crate::serve::parse_serve)]
@@ -306,6 +311,9 @@ const BUILTIN_STAGES: &[&str] = &[
 
 /// The Stage CustomResourceDefinition `kstage up` installs.
 const STAGE_CRD: &str = include_str!("../../deploy/crds/stages.kwok.x-k8s.io.yaml");
+
+/// The StagePlugin CustomResourceDefinition `kstage up --plugin-crds` installs.
+const STAGE_PLUGIN_CRD: &str = include_str!("../../deploy/crds/stageplugins.kstage.dev.yaml");
 
 /// The template environment of real runs (wall clock; pod IPs from `cidr` when given:
 /// `V4[,V6]`, dual-stack with both).
@@ -523,7 +531,11 @@ pub(super) fn up(args: UpArgs) -> anyhow::Result<ExitCode> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let env = template_env(clock.clone(), args.engine.cidr.as_deref())?;
     let renderer = Renderer::new(env.clone());
-    let plugins = Plugins::load(args.engine.config.as_deref(), false, clock.clone())?;
+    let plugins = Plugins::load(
+        args.engine.config.as_deref(),
+        args.plugin_crds,
+        clock.clone(),
+    )?;
     let files = if args.stages.is_empty() {
         builtin_stages(&renderer)?
     } else {
@@ -543,6 +555,9 @@ pub(super) fn up(args: UpArgs) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("cannot listen on 127.0.0.1:{}", args.port))?;
         let state = &server.server().state;
         state.create(crate::yaml::to_json(STAGE_CRD)?)?;
+        if args.plugin_crds {
+            state.create(crate::yaml::to_json(STAGE_PLUGIN_CRD)?)?;
+        }
         server
             .write_kubeconfig(&args.kubeconfig)
             .with_context(|| format!("cannot write {}", args.kubeconfig.display()))?;
@@ -551,10 +566,7 @@ pub(super) fn up(args: UpArgs) -> anyhow::Result<ExitCode> {
         let daemon = Daemon::start(
             cluster,
             files,
-            crate::daemon::Resources {
-                stages: Some(plugins.stage_resources()),
-                plugins: None,
-            },
+            plugins.resources(true, args.plugin_crds, "kstage-up".to_owned()),
             renderer,
             engine_config(&args.engine, clock, &env),
             plugins.deciders.clone(),

@@ -456,6 +456,54 @@ fn kstage_up_plays_the_examples() {
     });
 }
 
+/// `kstage up --plugin-crds`: the StagePlugin CRD is installed and a StagePlugin loaded
+/// with its ConfigMap is fetched, checked and serving, as its status says to a client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kstage_up_with_plugin_crds_serves_a_stage_plugin() {
+    use base64::Engine as _;
+    use kube::api::{ApiResource, DynamicObject};
+    let component = crate::rollout::component(crate::fixtures::Classify::Policy, "1.2.3");
+    let sha256 = kstage::plugin::runtime::digest(&component);
+    let dir = crate::scratch("up-plugins-load");
+    let file = dir.join("plugin.yaml");
+    let objects = [
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "components", "namespace": "default"},
+               "binaryData": {"retry.wasm": base64::engine::general_purpose::STANDARD.encode(&component)}}),
+        json!({"apiVersion": "kstage.dev/v1alpha1", "kind": "StagePlugin",
+               "metadata": {"name": "retry"},
+               "spec": {"source": {"configMap": {"namespace": "default", "name": "components", "key": "retry.wasm"}},
+                        "sha256": sha256, "bind": ["classifier"]}}),
+    ];
+    let text: Vec<String> = objects.iter().map(|o| o.to_string()).collect();
+    std::fs::write(&file, text.join("\n---\n")).expect("write");
+    let file = file.display().to_string();
+    let mut up = Up::start("up-plugins", &["--plugin-crds", "--load", &file]);
+    assert!(
+        up.wait_for(|l| l.starts_with("kstage up: API server at")),
+        "kstage up said:\n{}",
+        up.said()
+    );
+    let client = crate::remote::client(&up.dir.join("kubeconfig")).await;
+    let resource = ApiResource {
+        group: "kstage.dev".into(),
+        version: "v1alpha1".into(),
+        api_version: "kstage.dev/v1alpha1".into(),
+        kind: "StagePlugin".into(),
+        plural: "stageplugins".into(),
+    };
+    let api: kube::Api<DynamicObject> = kube::Api::all_with(client, &resource);
+    crate::remote::until(api, 1, "StagePlugin retry Ready", |o: &DynamicObject| {
+        let status = &o.data["status"];
+        let ready = status["conditions"].as_array().is_some_and(|c| {
+            c.iter()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True")
+        });
+        ready && status["version"] == "1.2.3" && status["digest"] == sha256.as_str()
+    })
+    .await;
+}
+
 /// `kstage up` logging JSON: every log line is one JSON object with a timestamp, a level
 /// and a message, and what a job logs carries its Stage, object, attempt and step.
 #[test]
