@@ -163,6 +163,29 @@ impl Certificates {
         })
     }
 
+    /// The certificates as a state file keeps them (DER in base64).
+    pub fn to_json(&self) -> serde_json::Value {
+        use base64::Engine as _;
+        let b64 = base64::engine::general_purpose::STANDARD;
+        serde_json::json!({
+            "caPEM": self.ca_pem,
+            "serverDER": b64.encode(&self.server_der),
+            "keyDER": b64.encode(&self.key_der),
+        })
+    }
+
+    /// What [`Certificates::to_json`] wrote.
+    pub fn from_json(value: &serde_json::Value) -> Option<Self> {
+        use base64::Engine as _;
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let field = |name: &str| value.get(name).and_then(serde_json::Value::as_str);
+        Some(Self {
+            ca_pem: field("caPEM")?.to_owned(),
+            server_der: b64.decode(field("serverDER")?).ok()?,
+            key_der: b64.decode(field("keyDER")?).ok()?,
+        })
+    }
+
     fn acceptor(&self) -> io::Result<tokio_rustls::TlsAcceptor> {
         use tokio_rustls::rustls::{self, pki_types};
         let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -196,12 +219,25 @@ impl Drop for ApiServer {
 impl ApiServer {
     /// Listen and serve (on the current tokio runtime).
     pub async fn start(config: Config) -> io::Result<Self> {
+        Self::start_with(config, None).await
+    }
+
+    /// [`ApiServer::start`], serving the objects of `snapshot` ([`ApiServer::snapshot`],
+    /// a previous run's) instead of an empty cluster, with the same certificates.
+    pub async fn start_with(
+        config: Config,
+        snapshot: Option<&serde_json::Value>,
+    ) -> io::Result<Self> {
         let listener = TcpListener::bind(config.address).await?;
         let addr = listener.local_addr()?;
-        let certificates = if config.tls {
-            Some(Certificates::generate().map_err(io::Error::other)?)
-        } else {
-            None
+        // A restarted server keeps its certificate authority: clients keep trusting it.
+        let kept = snapshot
+            .and_then(|s| s.get("certificates"))
+            .and_then(Certificates::from_json);
+        let certificates = match (config.tls, kept) {
+            (false, _) => None,
+            (true, Some(kept)) => Some(kept),
+            (true, None) => Some(Certificates::generate().map_err(io::Error::other)?),
         };
         let acceptor = certificates
             .as_ref()
@@ -217,7 +253,11 @@ impl ApiServer {
         let server = Arc::new(Server {
             audit,
             expired_watches: std::sync::atomic::AtomicU64::new(0),
-            state: State::new(clock.clone(), config.history_limit),
+            state: match snapshot {
+                None => State::new(clock.clone(), config.history_limit),
+                Some(snapshot) => State::restored(clock.clone(), config.history_limit, snapshot)
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?,
+            },
             faults: Faults::new(config.faults.clone(), config.fault_seed),
             config,
             clock,
@@ -241,6 +281,20 @@ impl ApiServer {
     /// The address it listens on.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Stop taking writes (they answer 503 from now on) and return what a restart needs
+    /// to go on where this server stops: its objects and counters ([`State::close`],
+    /// nothing acknowledged missing) and its certificates, if it serves TLS.
+    pub fn close(&self) -> serde_json::Value {
+        self.with_certificates(self.server.state.close())
+    }
+
+    fn with_certificates(&self, mut snapshot: serde_json::Value) -> serde_json::Value {
+        if let Some(c) = &self.certificates {
+            snapshot["certificates"] = c.to_json();
+        }
+        snapshot
     }
 
     /// `http://127.0.0.1:PORT` or `https://...`.

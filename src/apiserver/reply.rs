@@ -143,7 +143,7 @@ pub fn api_error(resource: &Resource, name: &str, e: &ApiError) -> Response<Body
             "Operation cannot be fulfilled on {what} {name:?}: the object has been modified; please apply your changes to the latest version and try again"
         ),
         ApiError::Invalid(m) => format!("{} {name:?} is invalid: {m}", resource.kind),
-        ApiError::BadRequest(m) | ApiError::Forbidden(m) => m.clone(),
+        ApiError::BadRequest(m) | ApiError::Forbidden(m) | ApiError::Unavailable(m) => m.clone(),
         ApiError::UnsupportedMediaType(_) => format!(
             "the body of the request was in an unknown format - accepted media types include: {}",
             accepted_patch_types(resource)

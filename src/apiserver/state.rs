@@ -111,9 +111,13 @@ pub struct Expired {
 }
 
 impl Channel {
-    fn new(limit: usize) -> Self {
+    /// A history of `limit` events; nothing at or before `floor` can be watched from.
+    fn new(limit: usize, floor: u64) -> Self {
         Self {
-            history: Mutex::new(History::default()),
+            history: Mutex::new(History {
+                compacted: floor,
+                ..History::default()
+            }),
             latest: watch::Sender::new(0),
             limit: limit.max(1),
         }
@@ -169,6 +173,11 @@ pub struct State {
     /// By `apiVersion`, then `kind`: looked up with borrowed strings on every write.
     channels: RwLock<HashMap<String, HashMap<String, Arc<Channel>>>>,
     history_limit: usize,
+    /// The resourceVersion a restored state started at: its watch history is gone, so a
+    /// watch from before it gets 410 Expired (as after an etcd compaction).
+    floor: u64,
+    /// Set by [`State::close`]: writes answer 503.
+    closed: std::sync::atomic::AtomicBool,
 }
 
 /// A list: the objects and the resourceVersion they were read at.
@@ -202,6 +211,8 @@ impl State {
             registry: RwLock::new(Registry::new()),
             channels: RwLock::new(HashMap::new()),
             history_limit,
+            floor: 0,
+            closed: Default::default(),
         };
         for ns in INITIAL_NAMESPACES {
             let namespace =
@@ -224,6 +235,26 @@ impl State {
 
     fn store(&self) -> MutexGuard<'_, MemoryStore> {
         lock(&self.store)
+    }
+
+    /// The store, for a write: 503 once [`State::close`] has run. Checked under the
+    /// store's lock, so no write lands after the snapshot `close` returns.
+    fn writable(&self) -> Result<MutexGuard<'_, MemoryStore>, ApiError> {
+        let store = self.store();
+        if self.closed.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(ApiError::Unavailable("the server is shutting down".into()));
+        }
+        Ok(store)
+    }
+
+    /// Take no write from now on and return the state as it stays
+    /// ([`State::snapshot`]): what a stopping `kstage apiserver --state` keeps, every
+    /// write it acknowledged included.
+    pub fn close(&self) -> Value {
+        let store = self.store();
+        self.closed
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        Self::snapshot_of(&store)
     }
 
     /// The number of objects stored.
@@ -253,7 +284,7 @@ impl State {
             .entry(api_version.to_owned())
             .or_default()
             .entry(kind.to_owned())
-            .or_insert_with(|| Arc::new(Channel::new(self.history_limit)))
+            .or_insert_with(|| Arc::new(Channel::new(self.history_limit, self.floor)))
             .clone()
     }
 
@@ -427,11 +458,76 @@ impl State {
         self.store().resource_version()
     }
 
+    /// Everything a restarted server needs to go on where this one stopped: every object
+    /// as stored, the last resourceVersion and uid handed out (`kstage apiserver --state`).
+    pub fn snapshot(&self) -> Value {
+        Self::snapshot_of(&self.store())
+    }
+
+    fn snapshot_of(store: &MemoryStore) -> Value {
+        let objects: Vec<&Value> = store.iter().map(|(_, o)| &**o).collect();
+        json!({
+            "kind": "KstageApiServerState",
+            "resourceVersion": store.resource_version(),
+            "uids": store.uids(),
+            "objects": objects,
+        })
+    }
+
+    /// The state [`State::snapshot`] kept: its objects (CustomResourceDefinitions
+    /// serving their resources again) and counters; resourceVersions go on from where
+    /// it stopped, and no watch resumes from before it.
+    pub fn restored(
+        clock: Arc<dyn Clock>,
+        history_limit: usize,
+        snapshot: &Value,
+    ) -> Result<Self, String> {
+        if snapshot["kind"] != "KstageApiServerState" {
+            return Err("not a kstage API server state (kind KstageApiServerState)".into());
+        }
+        let counter = |field: &str| {
+            snapshot[field]
+                .as_u64()
+                .ok_or_else(|| format!("{field} is not a number"))
+        };
+        let (rv, uids) = (counter("resourceVersion")?, counter("uids")?);
+        let objects = snapshot["objects"]
+            .as_array()
+            .ok_or("objects is not a list")?;
+        let mut store = MemoryStore::new(clock);
+        let mut crds = Vec::new();
+        for (i, object) in objects.iter().enumerate() {
+            let key = ObjectKey::of(object).ok_or_else(|| format!("objects[{i}] has no key"))?;
+            if is_crd(&key) {
+                let resources = Registry::from_crd(object)
+                    .map_err(|e| format!("CustomResourceDefinition {:?}: {e}", key.name))?;
+                crds.push((key.name.clone(), resources));
+            }
+            store.restore(key, object.clone());
+        }
+        store.restore_counters(rv, uids);
+        let mut registry = Registry::new();
+        for (name, resources) in crds {
+            for r in &resources {
+                store.set_custom_kind(&r.api_version(), &r.kind, Some(r.custom_kind()));
+            }
+            registry.define(&name, resources);
+        }
+        Ok(Self {
+            store: Mutex::new(store),
+            registry: RwLock::new(registry),
+            channels: RwLock::new(HashMap::new()),
+            history_limit,
+            floor: rv,
+            closed: Default::default(),
+        })
+    }
+
     /// POST: create an object. Its namespace must exist; a CustomResourceDefinition is
     /// validated and starts serving its resources.
     pub fn create(&self, object: Value) -> Result<Arc<Value>, ApiError> {
         let crd = crd_resources(&object)?;
-        let mut store = self.store();
+        let mut store = self.writable()?;
         check_namespace(&store, &object)?;
         let created = store.create(object)?;
         let key = ObjectKey::of(&created).ok_or_else(|| ApiError::BadRequest("no name".into()))?;
@@ -450,7 +546,7 @@ impl State {
         subresource: Option<&str>,
     ) -> Result<Arc<Value>, ApiError> {
         let crd = crd_resources(&object)?;
-        let mut store = self.store();
+        let mut store = self.writable()?;
         let prev = store.get(key).cloned();
         let written = store.update(key, object, subresource)?;
         let object = self.written(&store, key, prev, written);
@@ -467,7 +563,7 @@ impl State {
         subresource: Option<&str>,
         data: Value,
     ) -> Result<Saved, ApiError> {
-        let mut store = self.store();
+        let mut store = self.writable()?;
         let prev = store
             .get(key)
             .cloned()
@@ -492,7 +588,7 @@ impl State {
         let key = ObjectKey::of(&object)
             .ok_or_else(|| ApiError::BadRequest("the applied object has no name".into()))?;
         let crd = crd_resources(&object)?;
-        let mut store = self.store();
+        let mut store = self.writable()?;
         let prev = store.get(&key).cloned();
         if prev.is_none() {
             check_namespace(&store, &object)?;
@@ -524,7 +620,7 @@ impl State {
         key: &ObjectKey,
         grace_period_seconds: Option<i64>,
     ) -> Result<(Arc<Value>, bool), ApiError> {
-        let mut store = self.store();
+        let mut store = self.writable()?;
         let deleted = self.delete_locked(&mut store, key, grace_period_seconds)?;
         if let (Some(object), true) = (&deleted.0, deleted.1) {
             if key.api_version == "v1" && key.kind == "Namespace" {
@@ -711,6 +807,80 @@ mod tests {
 
     fn pod(name: &str) -> Value {
         json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"}, "spec": {"containers": []}})
+    }
+
+    #[test]
+    fn a_restored_state_serves_what_was_kept_and_goes_on_from_its_versions() {
+        let s = state(100);
+        let crd = json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "widgets.example.com"},
+            "spec": {"group": "example.com", "scope": "Cluster",
+                     "names": {"kind": "Widget", "plural": "widgets"},
+                     "versions": [{"name": "v1", "served": true, "storage": true,
+                                   "subresources": {"status": {}},
+                                   "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]},
+        });
+        s.create(crd).expect("CRD");
+        s.create(
+            json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}}),
+        )
+        .expect("widget");
+        let a = s.create(pod("a")).expect("a");
+        let pods = s.resource_of("v1", "Pod").expect("pods");
+        let before = s.resource_version();
+        // Through a file, as `kstage apiserver --state` keeps it.
+        let text = serde_json::to_string(&s.snapshot()).expect("JSON");
+        let r = State::restored(
+            Arc::new(SystemClock),
+            100,
+            &serde_json::from_str(&text).expect("JSON"),
+        )
+        .expect("restored");
+        assert_eq!(r.len(), s.len());
+        assert_eq!(r.resource_version(), before);
+        let key = ObjectKey::of(&pod("a")).expect("key");
+        assert_eq!(
+            r.get(&key).expect("kept"),
+            a,
+            "as stored, uid and versions too"
+        );
+        // The CRD serves its kind again, with its status subresource.
+        let widgets = r.resource_of("example.com/v1", "Widget").expect("served");
+        assert_eq!(
+            r.list(&widgets, None, None, 0, None, |_| true)
+                .expect("list")
+                .items
+                .len(),
+            1
+        );
+        // Versions and uids go on; no watch resumes from before the restart.
+        let b = r.create(pod("b")).expect("b");
+        let rv: u64 = b["metadata"]["resourceVersion"]
+            .as_str()
+            .and_then(|v| v.parse().ok())
+            .expect("rv");
+        assert!(rv > before);
+        assert_ne!(b["metadata"]["uid"], a["metadata"]["uid"]);
+        assert!(
+            r.watch(&pods, None, Some(before - 1)).is_err(),
+            "410 Expired"
+        );
+        let from_now = r
+            .watch(&pods, None, Some(before))
+            .expect("from the restart on");
+        assert_eq!(
+            from_now.channel.after(before).expect("events").len(),
+            1,
+            "b's ADDED"
+        );
+        assert!(State::restored(Arc::new(SystemClock), 1, &json!({"kind": "Other"})).is_err());
+        // Closed, it takes no write: what close returned stays the whole state.
+        let kept = r.close();
+        assert_eq!(kept["resourceVersion"], json!(r.resource_version()));
+        let refused = r.create(pod("c")).expect_err("closed");
+        assert_eq!(refused.status(), 503);
+        assert_eq!(r.snapshot(), kept);
     }
 
     #[test]

@@ -66,6 +66,15 @@ pub struct ApiServerArgs {
     /// Metadata, as kube-apiserver's `--audit-log-path`): which client asked what.
     #[arg(long)]
     audit_log: Option<PathBuf>,
+    /// Keep the cluster's state in this file across restarts: read at start when it
+    /// exists, written when the server stops (SIGTERM or Ctrl-C). A restarted server
+    /// serves the same objects and goes on from their resourceVersions; the watch
+    /// history is not kept, so a watch resuming from before the restart gets 410 Gone and
+    /// its client lists again, as after an etcd compaction. (A SIGKILL loses the changes
+    /// since the last stop.) With `--tls` the certificate authority is kept too, so
+    /// clients keep trusting the restarted server.
+    #[arg(long)]
+    state: Option<PathBuf>,
 }
 
 impl ApiServerArgs {
@@ -107,10 +116,35 @@ pub(super) fn run(args: ApiServerArgs) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
+    let snapshot = match &args.state {
+        Some(path) if path.exists() => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read {}", path.display()))?;
+            let value: Value = serde_json::from_str(&text)
+                .with_context(|| format!("{} is not a kstage API server state", path.display()))?;
+            Some(value)
+        }
+        _ => None,
+    };
     runtime.block_on(async {
-        let server = ApiServer::start(args.config())
+        let server = ApiServer::start_with(args.config(), snapshot.as_ref())
             .await
-            .with_context(|| format!("cannot listen on {}:{}", args.address, args.port))?;
+            .with_context(|| match &args.state {
+                Some(path) if snapshot.is_some() => format!(
+                    "cannot serve {} on {}:{}",
+                    path.display(),
+                    args.address,
+                    args.port
+                ),
+                _ => format!("cannot listen on {}:{}", args.address, args.port),
+            })?;
+        if snapshot.is_some() {
+            eprintln!(
+                "kstage apiserver: {} objects restored at resourceVersion {}",
+                server.server().state.len(),
+                server.server().state.resource_version()
+            );
+        }
         for object in objects {
             let name = crate::cluster::ObjectKey::of(&object)
                 .map_or_else(|| "an object without a name".to_owned(), |k| k.to_string());
@@ -130,10 +164,37 @@ pub(super) fn run(args: ApiServerArgs) -> anyhow::Result<ExitCode> {
             args.kubeconfig.display(),
             args.kubeconfig.display()
         );
-        tokio::signal::ctrl_c().await?;
+        let mut terminate =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            r = tokio::signal::ctrl_c() => r?,
+            _ = terminate.recv() => {}
+        }
+        if let Some(path) = &args.state {
+            // Writes stop before the state is taken: every write a client was told
+            // succeeded is in the file; later ones get 503 and are retried on the
+            // restarted server.
+            let snapshot = server.close();
+            save_state(&snapshot, path)?;
+            eprintln!(
+                "kstage apiserver: state saved to {} ({} objects, resourceVersion {})",
+                path.display(),
+                server.server().state.len(),
+                server.server().state.resource_version()
+            );
+        }
         eprintln!("kstage apiserver: stopped");
         anyhow::Ok(ExitCode::SUCCESS)
     })
+}
+
+/// Write `snapshot` to `path` whole or not at all (a new file, then renamed).
+fn save_state(snapshot: &Value, path: &std::path::Path) -> anyhow::Result<()> {
+    let tmp = path.with_extension("tmp");
+    let text = serde_json::to_vec(snapshot)?;
+    std::fs::write(&tmp, text).with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -106,6 +106,7 @@ impl From<ApiError> for ClusterError {
             ApiError::BadRequest(_) => "BadRequest",
             ApiError::UnsupportedMediaType(_) => "UnsupportedMediaType",
             ApiError::Forbidden(_) => "Forbidden",
+            ApiError::Unavailable(_) => "ServiceUnavailable",
         };
         Self {
             kind: FailureKind::Http,
@@ -362,6 +363,9 @@ pub enum ApiError {
     /// 403: the request is not allowed (e.g. content in a terminating namespace).
     #[error("forbidden: {0}")]
     Forbidden(String),
+    /// 503: the server does not take writes any more (it is stopping).
+    #[error("unavailable: {0}")]
+    Unavailable(String),
 }
 
 impl ApiError {
@@ -374,6 +378,7 @@ impl ApiError {
             ApiError::BadRequest(_) => 400,
             ApiError::UnsupportedMediaType(_) => 415,
             ApiError::Forbidden(_) => 403,
+            ApiError::Unavailable(_) => 503,
         }
     }
 }

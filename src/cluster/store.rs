@@ -180,6 +180,33 @@ impl MemoryStore {
         self.resource_version
     }
 
+    /// How many uids were handed out.
+    pub fn uids(&self) -> u64 {
+        self.uids
+    }
+
+    /// Put `object` back under `key` as it was stored (restoring a snapshot).
+    pub fn restore(&mut self, key: ObjectKey, object: Value) {
+        self.objects.insert(key, Arc::new(object));
+    }
+
+    /// Go on from a snapshot's counters (never below what the objects carry).
+    pub fn restore_counters(&mut self, resource_version: u64, uids: u64) {
+        let highest = self
+            .objects
+            .values()
+            .filter_map(|o| {
+                o.pointer("/metadata/resourceVersion")?
+                    .as_str()?
+                    .parse()
+                    .ok()
+            })
+            .max()
+            .unwrap_or(0);
+        self.resource_version = resource_version.max(highest);
+        self.uids = uids.max(self.objects.len() as u64);
+    }
+
     fn next_rv(&mut self) -> String {
         self.resource_version += 1;
         self.resource_version.to_string()

@@ -23,12 +23,18 @@ const PODS: usize = 1_020;
 
 /// `kstage apiserver --tls --token ... extra` in its own process, and its kubeconfig.
 pub(crate) fn apiserver(dir: &Path, extra: &[&str]) -> (Spawned, PathBuf) {
+    apiserver_on(dir, 0, extra)
+}
+
+/// [`apiserver`] on `port` (0: a free one).
+pub(crate) fn apiserver_on(dir: &Path, port: u16, extra: &[&str]) -> (Spawned, PathBuf) {
     let kubeconfig = dir.join("kubeconfig");
     let path = kubeconfig.display().to_string();
+    let port = port.to_string();
     let args = [
         "apiserver",
         "--port",
-        "0",
+        &port,
         "--tls",
         "--token",
         "remote-test-token",
