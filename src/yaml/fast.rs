@@ -238,12 +238,15 @@ fn inline_value(text: &str) -> Option<Value> {
             let (value, after) = quoted(text)?;
             ends_line(after).then(|| Value::String(value.into_owned()))
         }
+        // Only empty flow collections are read here; `[` followed by anything else
+        // (a multi-byte character included) goes to the full parser.
         b'[' | b'{' => {
-            let (empty, rest) = text.split_at(2.min(text.len()));
-            match (empty, ends_line(rest)) {
-                ("[]", true) => Some(Value::Array(Vec::new())),
-                ("{}", true) => Some(Value::Object(Map::new())),
-                _ => None,
+            if let Some(rest) = text.strip_prefix("[]") {
+                ends_line(rest).then(|| Value::Array(Vec::new()))
+            } else if let Some(rest) = text.strip_prefix("{}") {
+                ends_line(rest).then(|| Value::Object(Map::new()))
+            } else {
+                None
             }
         }
         b'&' | b'*' | b'!' | b'|' | b'>' | b'%' | b'@' | b'`' | b']' | b'}' | b',' | b'?'
@@ -374,6 +377,16 @@ mod tests {
             "x"
         );
         assert_eq!(fast["conditions"][0]["lastTransitionTime"], "<Now>");
+    }
+
+    /// Found by `fuzz/run yaml`: a flow collection opening on a multi-byte character
+    /// was sliced inside it (a panic).
+    #[test]
+    fn a_flow_collection_starting_with_a_multibyte_character_is_left_to_the_full_parser() {
+        for src in ["Run&: [\u{41c} ", "a: {\u{e9}: 1}\n", "a: [\u{1f600}]\n"] {
+            assert_eq!(try_parse(src), None, "{src:?}");
+            let _ = full(src);
+        }
     }
 
     #[test]
