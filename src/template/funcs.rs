@@ -270,7 +270,21 @@ fn yaml(args: &[Value]) -> Result<Value, GoError> {
     if let [indent] = indents.as_slice()
         && *indent > 0
     {
-        let pad = " ".repeat(usize::try_from(*indent * 2).unwrap_or(0));
+        // Bounded before allocating: a Stage's `YAML . 444444444` must not ask for
+        // gigabytes of spaces (Go would; kstage reports it as the call's error).
+        let width = usize::try_from(*indent).map_or(usize::MAX, |i| i.saturating_mul(2));
+        let lines = out.matches('\n').count() + 1;
+        let padded = width.saturating_mul(lines).saturating_add(out.len());
+        if padded > super::MAX_OUTPUT {
+            return Err(call_error(
+                "YAML",
+                &format!(
+                    "indent {indent} makes an output over {} bytes",
+                    super::MAX_OUTPUT
+                ),
+            ));
+        }
+        let pad = " ".repeat(width);
         out = format!("\n{out}").replace('\n', &format!("\n{pad}"));
     }
     Ok(string(out))

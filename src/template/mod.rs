@@ -38,6 +38,30 @@ pub use env::{CidrError, GoldenEnv, PodIpRequest, StageEnv, TemplateEnv};
 
 use crate::yaml::YamlError;
 
+/// The most text one render, or one `YAML` call in it, may produce. A Stage's template
+/// is hostile input: `{{ range 10000000 }}{{ printf "%60000d" 1 }}{{ end }}` would ask
+/// for 600 GB. 16 MiB is far above any object the API server takes (its request limit is
+/// 3 MiB), so no Stage that could work is refused.
+pub(crate) const MAX_OUTPUT: usize = 16 << 20;
+
+/// The template output, refused past [`MAX_OUTPUT`] bytes.
+#[derive(Default)]
+struct BoundedOutput {
+    text: String,
+    overflowed: bool,
+}
+
+impl std::fmt::Write for BoundedOutput {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        if self.text.len() + s.len() > MAX_OUTPUT {
+            self.overflowed = true;
+            return Err(std::fmt::Error);
+        }
+        self.text.push_str(s);
+        Ok(())
+    }
+}
+
 /// A template that failed to parse, to execute, or to produce YAML.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -237,7 +261,16 @@ impl Template {
     /// Executes the template on already converted data.
     fn execute(&self, data: &gotmpl::Value) -> Result<String, TemplateError> {
         crate::ipam::take_exhausted();
-        self.inner.execute_to_string(data).map_err(|e| {
+        let mut out = BoundedOutput::default();
+        let result = self.inner.execute_fmt(&mut out, data);
+        if out.overflowed {
+            crate::ipam::take_exhausted();
+            return Err(TemplateError::Execute {
+                template: self.name.clone(),
+                message: format!("the output is over {MAX_OUTPUT} bytes"),
+            });
+        }
+        result.map(|()| out.text).map_err(|e| {
             let template = self.name.clone();
             let message = e.to_string();
             match crate::ipam::take_exhausted() {

@@ -261,6 +261,24 @@ fn yaml_function_matches_kwok() {
 }
 
 #[test]
+fn a_yaml_indent_too_wide_is_an_error_not_gigabytes_of_spaces() {
+    // Found by the template fuzz target (fuzz/regressions/template/): 4 lines padded by
+    // 888,888,888 spaces each asked for 3.5 GB.
+    let obj = json!({"alloc": {"memory": "1Ti", "cpu": "1k", "pods": "110"}});
+    let err = render_err("{{ YAML .alloc 444444444 }}", &obj);
+    assert!(
+        err.contains("error calling YAML") && err.contains("indent 444444444"),
+        "{err}"
+    );
+    let err = render_err("{{ YAML .alloc 9223372036854775807 }}", &obj);
+    assert!(err.contains("error calling YAML"), "{err}");
+    // A wide but reasonable indent still pads.
+    assert!(
+        render("{{ YAML .alloc 1000 }}", &obj).starts_with(&format!("\n{}cpu", " ".repeat(2000)))
+    );
+}
+
+#[test]
 fn node_conditions_are_kwoks() {
     let out = render(
         "{{ range NodeConditions }}{{ .type }}={{ .status }}/{{ .reason }};{{ end }}",
@@ -627,4 +645,19 @@ fn functions_never_panic_on_odd_arguments() {
             }
         }
     }
+}
+
+#[test]
+fn a_render_past_16_mib_is_an_error_not_gigabytes_of_text() {
+    // gotmpl bounds one printf width (65,535) and the range iterations (10 million), but
+    // not their product: this asks for 600 GB.
+    let src = "{{ range 10000000 }}{{ printf \"%60000d\" 1 }}{{ end }}";
+    let err = render_err(src, &json!({}));
+    assert!(err.contains("the output is over 16777216 bytes"), "{err}");
+    // Under the bound, the same shape renders in full.
+    let out = render(
+        "{{ range 100 }}{{ printf \"%1000d\" 1 }}{{ end }}",
+        &json!({}),
+    );
+    assert_eq!(out.len(), 100_000);
 }
