@@ -67,4 +67,5 @@ pub mod proc;
 pub mod go;
 pub mod clock;
 pub mod rng;
+pub mod fuzzing;
 pub mod cli;
