@@ -344,7 +344,7 @@ impl Ipam {
         if !is_core(object, "Node") {
             return;
         }
-        let Some(name) = object.pointer("/metadata/name").and_then(|n| n.as_str()) else {
+        let Some(name) = crate::cluster::meta_str(object, "name") else {
             return;
         };
         let spec = object.get("spec");
@@ -390,23 +390,18 @@ impl Ipam {
     /// Returns what an object that went away (its last state) held: a pod's addresses,
     /// a node's pod ranges. Other objects are ignored.
     pub fn release(&self, object: &serde_json::Value) {
-        let text = |p: &str| {
-            object
-                .pointer(p)
-                .and_then(serde_json::Value::as_str)
-                .unwrap_or("")
-        };
+        let text = |field: &str| crate::cluster::meta_str(object, field).unwrap_or("");
         if is_core(object, "Node") {
-            self.forget_range(&mut self.assignments(), text("/metadata/name"));
+            self.forget_range(&mut self.assignments(), text("name"));
             return;
         }
         if !is_core(object, "Pod") {
             return;
         }
         self.release_pod(&PodId {
-            uid: text("/metadata/uid"),
-            namespace: text("/metadata/namespace"),
-            name: text("/metadata/name"),
+            uid: text("uid"),
+            namespace: text("namespace"),
+            name: text("name"),
         });
     }
 

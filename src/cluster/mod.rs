@@ -198,14 +198,21 @@ pub struct ObjectKey {
 impl ObjectKey {
     /// The key of an object, if it has `apiVersion`, `kind` and `metadata.name`.
     pub fn of(object: &Value) -> Option<Self> {
-        let s = |p: &str| object.pointer(p).and_then(Value::as_str);
+        let top = |field: &str| object.get(field).and_then(Value::as_str);
         Some(Self {
-            api_version: s("/apiVersion")?.to_owned(),
-            kind: s("/kind")?.to_owned(),
-            namespace: s("/metadata/namespace").unwrap_or("").to_owned(),
-            name: s("/metadata/name")?.to_owned(),
+            api_version: top("apiVersion")?.to_owned(),
+            kind: top("kind")?.to_owned(),
+            namespace: meta_str(object, "namespace").unwrap_or("").to_owned(),
+            name: meta_str(object, "name")?.to_owned(),
         })
     }
+}
+
+/// `metadata.<field>` of an object, when it is a string. What `Value::pointer` finds,
+/// without the two strings it allocates for every step of its path: the engine reads
+/// these for every watch event and every write (`pointer` was 4% of its CPU).
+pub fn meta_str<'a>(object: &'a Value, field: &str) -> Option<&'a str> {
+    object.get("metadata")?.get(field)?.as_str()
 }
 
 impl fmt::Display for ObjectKey {

@@ -113,9 +113,7 @@ impl Latest {
 
 /// `metadata.resourceVersion` of an object.
 pub(super) fn resource_version(object: &Value) -> Option<&str> {
-    object
-        .pointer("/metadata/resourceVersion")
-        .and_then(Value::as_str)
+    crate::cluster::meta_str(object, "resourceVersion")
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use crate::cluster::ObjectKey;
 /// The busy objects.
 #[derive(Debug, Default)]
 pub(super) struct Exclusion {
-    busy: HashMap<ObjectKey, Busy>,
+    busy: HashMap<ObjectKey, Busy, foldhash::fast::RandomState>,
 }
 
 #[derive(Debug, Default)]

@@ -42,17 +42,8 @@ pub struct Job {
 /// at when `stage` started playing on it. The same Stage played again from the same
 /// version (after a restart, or by another replica) gets the same names.
 pub fn event_origin(object: &Value, stage: &str) -> u64 {
-    let field = |pointer: &str| {
-        object
-            .pointer(pointer)
-            .and_then(Value::as_str)
-            .unwrap_or("")
-    };
-    fnv1a(&[
-        field("/metadata/uid"),
-        field("/metadata/resourceVersion"),
-        stage,
-    ])
+    let field = |name: &str| crate::cluster::meta_str(object, name).unwrap_or("");
+    fnv1a(&[field("uid"), field("resourceVersion"), stage])
 }
 
 /// The name of the Event step `step` of a Stage started from `origin` sends for the

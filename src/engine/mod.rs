@@ -97,8 +97,10 @@ impl Default for EngineConfig {
 #[derive(Debug, Default)]
 struct Keys {
     /// The newest version of every watched object. A dead `Weak` means a newer version
-    /// (or the deletion) is on its way as a watch event.
-    latest: HashMap<ObjectKey, Seen>,
+    /// (or the deletion) is on its way as a watch event. (foldhash, randomly seeded as
+    /// the queue's index: faster than SipHash on object keys, which are hashed on every
+    /// event and every job.)
+    latest: HashMap<ObjectKey, Seen, foldhash::fast::RandomState>,
     /// Objects with a Stage running or a retry waiting.
     busy: Exclusion,
     /// How many objects of each resource `latest` holds.
