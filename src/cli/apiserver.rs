@@ -113,9 +113,7 @@ pub(super) fn objects_to_load(paths: &[PathBuf]) -> anyhow::Result<Vec<Value>> {
 
 pub(super) fn run(args: ApiServerArgs) -> anyhow::Result<ExitCode> {
     let objects = objects_to_load(&args.load)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    let runtime = super::runtime(None)?;
     let snapshot = match &args.state {
         Some(path) if path.exists() => {
             let text = std::fs::read_to_string(path)

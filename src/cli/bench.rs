@@ -60,6 +60,10 @@ pub struct BenchArgs {
     /// RSS are read from `/proc/PID`.
     #[arg(long, requires = "external")]
     engine_pid: Option<u32>,
+    /// Runtime worker threads of this process (the engine, the load generator and raw
+    /// PATCH alike); default: one per CPU. As `kstage run --threads`.
+    #[arg(long)]
+    threads: Option<std::num::NonZeroUsize>,
     /// Engine workers.
     #[arg(long, default_value_t = 16)]
     workers: usize,
@@ -148,9 +152,7 @@ pub(super) fn run(mut args: BenchArgs) -> anyhow::Result<ExitCode> {
     let env = super::run::template_env(clock.clone(), args.cidr.as_deref())?;
     let renderer = crate::template::Renderer::new(env.clone());
     let stages = super::run::stage_files(&args.stages, &renderer)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    let runtime = super::runtime(args.threads)?;
     runtime.block_on(async {
         let (server, config) = match &args.kubeconfig {
             Some(path) => (None, super::run::client_config(Some(path)).await?),

@@ -179,6 +179,20 @@ pub(super) fn innermost(e: &(dyn std::error::Error + 'static)) -> String {
     inner.to_string()
 }
 
+/// The multi-threaded runtime of a long-running command, with `threads` worker threads
+/// (`None`: tokio's default, one per CPU the process may use, its cgroup quota
+/// included). Blocking work (plugin compilation, file reads) runs on tokio's blocking
+/// pool either way, so one worker thread never stalls behind it.
+pub(super) fn runtime(
+    threads: Option<std::num::NonZeroUsize>,
+) -> std::io::Result<tokio::runtime::Runtime> {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(threads) = threads {
+        builder.worker_threads(threads.get());
+    }
+    builder.enable_all().build()
+}
+
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {
         c.downcast_ref::<std::io::Error>()
@@ -320,6 +334,25 @@ mod tests {
         }
         let wrong = Args::try_parse_from(["kstage", "up", "--serve", "8080"]).expect_err("refused");
         assert!(wrong.to_string().contains("or off"), "{wrong}");
+    }
+
+    #[test]
+    fn threads_are_counted_from_one_and_size_the_runtime() {
+        for command in [&["kstage", "up"][..], &["kstage", "run", "-s", "s"]] {
+            let with = |threads: &str| {
+                let mut argv = command.to_vec();
+                argv.extend(["--threads", threads]);
+                Args::try_parse_from(argv)
+            };
+            assert!(with("1").is_ok());
+            assert!(with("0").is_err(), "no runtime runs on zero threads");
+            assert!(with("many").is_err());
+        }
+        assert!(Args::try_parse_from(["kstage", "bench", "--embedded", "--threads", "0"]).is_err());
+        let one = super::runtime(std::num::NonZeroUsize::new(1)).expect("runtime");
+        assert_eq!(one.metrics().num_workers(), 1);
+        let three = super::runtime(std::num::NonZeroUsize::new(3)).expect("runtime");
+        assert_eq!(three.metrics().num_workers(), 3);
     }
 
     #[test]
