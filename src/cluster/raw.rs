@@ -51,19 +51,15 @@ impl RawObject {
         let Some(object) = self.value.as_object_mut() else {
             return self.value;
         };
-        let typed =
-            |field: &str, value: &str| object.get(field).and_then(Value::as_str) == Some(value);
-        if typed("apiVersion", api_version) && typed("kind", kind) {
-            return self.value; // a watch event's object
-        }
-        // First, as a server writes them.
-        let rest = std::mem::take(object);
-        object.insert("apiVersion".into(), api_version.into());
-        object.insert("kind".into(), kind.into());
-        object.extend(
-            rest.into_iter()
-                .filter(|(k, _)| k != "apiVersion" && k != "kind"),
-        );
+        let mut set = |field: &str, value: &str| {
+            if object.get(field).and_then(Value::as_str) != Some(value) {
+                object.insert(field.into(), value.into());
+            }
+        };
+        // A watch event's object has both already. (Objects are sorted maps, see
+        // Cargo.toml: where the fields go is not ours to choose.)
+        set("apiVersion", api_version);
+        set("kind", kind);
         self.value
     }
 }
@@ -155,9 +151,13 @@ mod tests {
                     "labels": {"a": "1"}},
                 "spec": {"nodeName": "n"}})
         );
+        // What the object said is not what it is served as: the watched resource wins.
+        let wrong: RawObject =
+            serde_json::from_str(r#"{"apiVersion":"v2","kind":"Other","metadata":{}}"#)
+                .expect("parses");
         assert_eq!(
-            typed.as_object().map(|o| o.keys().next().cloned()),
-            Some(Some("apiVersion".into()))
+            wrong.into_typed("v1", "Pod"),
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {}})
         );
         assert!(serde_json::from_str::<RawObject>("[1]").is_err());
     }

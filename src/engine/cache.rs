@@ -135,7 +135,7 @@ mod tests {
         let packed = pack(&pod);
         let back = unpack(&packed).expect("unpacks");
         assert_eq!(*back, pod);
-        // Key order is kept (objects are written back as they were read).
+        // Byte for byte: the same text is written back.
         assert_eq!(back.to_string(), pod.to_string());
         assert!(
             packed.len() < pod.to_string().len(),
