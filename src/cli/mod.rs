@@ -181,8 +181,8 @@ pub(super) fn innermost(e: &(dyn std::error::Error + 'static)) -> String {
 
 /// The multi-threaded runtime of a long-running command, with `threads` worker threads
 /// (`None`: tokio's default, one per CPU the process may use, its cgroup quota
-/// included). Blocking work (plugin compilation, file reads) runs on tokio's blocking
-/// pool either way, so one worker thread never stalls behind it.
+/// included). Plugin compilation runs on tokio's blocking pool either way, so one worker
+/// thread does not stall behind a hot swap; plugin calls run on the worker threads.
 pub(super) fn runtime(
     threads: Option<std::num::NonZeroUsize>,
 ) -> std::io::Result<tokio::runtime::Runtime> {
@@ -348,7 +348,11 @@ mod tests {
             assert!(with("0").is_err(), "no runtime runs on zero threads");
             assert!(with("many").is_err());
         }
-        assert!(Args::try_parse_from(["kstage", "bench", "--embedded", "--threads", "0"]).is_err());
+        let bench = |threads: &str| {
+            Args::try_parse_from(["kstage", "bench", "--embedded", "--threads", threads])
+        };
+        assert!(bench("1").is_ok());
+        assert!(bench("0").is_err());
         let one = super::runtime(std::num::NonZeroUsize::new(1)).expect("runtime");
         assert_eq!(one.metrics().num_workers(), 1);
         let three = super::runtime(std::num::NonZeroUsize::new(3)).expect("runtime");

@@ -151,6 +151,10 @@ mod tests {
                     "labels": {"a": "1"}},
                 "spec": {"nodeName": "n"}})
         );
+        assert_eq!(
+            typed.as_object().map(|o| o.keys().next().cloned()),
+            Some(Some("apiVersion".into()))
+        );
         // What the object said is not what it is served as: the watched resource wins.
         let wrong: RawObject =
             serde_json::from_str(r#"{"apiVersion":"v2","kind":"Other","metadata":{}}"#)
