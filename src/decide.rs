@@ -68,12 +68,14 @@ pub struct Builtin;
 impl Builtin {
     /// The delay of `stage` for `object`, sampled (zero when it has none).
     pub fn delay(stage: &Stage, object: &Value, rng: &mut Rng, now: DateTime<Utc>) -> Duration {
-        stage
-            .delay
-            .as_ref()
-            .and_then(|d| d.sample(object, now, rng))
-            .and_then(|d| d.to_std().ok())
-            .unwrap_or(Duration::ZERO)
+        let Some(delay) = &stage.delay else {
+            return Duration::ZERO;
+        };
+        let Some(sampled) = delay.sample(object, now, rng) else {
+            delay.unusable(&stage.name, object);
+            return Duration::ZERO;
+        };
+        sampled.to_std().unwrap_or(Duration::ZERO)
     }
 }
 

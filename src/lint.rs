@@ -8,7 +8,11 @@
 //!   program (`repeat`, `while`, `until`, `recurse(f)`, `range` over computed bounds);
 //! - a Stage with no delay whose steps write something new on every play (the object's
 //!   `resourceVersion`, `generation`) and nothing its selector reads: the object matches
-//!   it again at once, for ever.
+//!   it again at once, for ever;
+//! - Stages with no delay that play each other in a ring ([`cycles`]): seen by playing
+//!   them on sample objects.
+
+mod cycles;
 
 use std::path::PathBuf;
 
@@ -41,6 +45,7 @@ pub fn lint_files(paths: &[PathBuf], renderer: &Renderer) -> Result<Linted, Read
     let documents = crate::stage::load::read_documents(paths)?;
     let loaded = crate::stage::load::load_documents(&documents, renderer);
     let mut warnings = Vec::new();
+    let mut undelayed = Vec::new();
     for (origin, doc) in &documents {
         let Ok(doc) = doc else { continue };
         let Some(stage) = loaded.stages.iter().find(|s| s.origin == *origin) else {
@@ -58,8 +63,41 @@ pub fn lint_files(paths: &[PathBuf], renderer: &Renderer) -> Result<Linted, Read
                     error,
                 }),
         );
+        if no_delay(wire.spec.delay.as_ref()) {
+            undelayed.push(stage);
+        }
     }
+    warnings.extend(cycle_warnings(&undelayed));
     Ok(Linted { loaded, warnings })
+}
+
+/// A warning on the first Stage of every cycle among `undelayed` (Stages with no delay).
+fn cycle_warnings(undelayed: &[&Stage]) -> Vec<Problem> {
+    cycles::cycles(undelayed)
+        .into_iter()
+        .filter_map(|cycle| {
+            let first = undelayed.iter().find(|s| s.name == cycle[0])?;
+            let others: Vec<String> = cycle[1..]
+                .iter()
+                .filter_map(|name| undelayed.iter().find(|s| s.name == *name))
+                .map(|s| format!("{} ({})", s.name, s.origin))
+                .collect();
+            Some(Problem {
+                origin: first.origin.clone(),
+                stage: Some(first.name.clone()),
+                error: FieldError::new(
+                    "spec",
+                    format!(
+                        "no delay, and neither has {}: on a sample {} they play each other in a loop ({} -> {}), back to back for ever (kstage slows such an object down, see --loop-guard; give one of them a delay, or a selector the other's write falsifies)",
+                        others.join(", "),
+                        first.resource.kind,
+                        cycle.join(" -> "),
+                        first.name,
+                    ),
+                ),
+            })
+        })
+        .collect()
 }
 
 /// The warnings about one compiled Stage (`wire` is its document).

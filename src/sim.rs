@@ -13,7 +13,7 @@
 //! disagreements are reproducible; one on `maxLatencyRatio` is not (latencies are real
 //! time).
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
@@ -127,6 +127,125 @@ pub enum SimError {
         "stopped after {0} transitions: the Stages seem to loop; bound the run with --until or raise --max-transitions"
     )]
     TooManyTransitions(u64),
+    /// Stages kept playing at one virtual instant past the bound.
+    #[error(
+        "stopped at virtual time {}: {plays} Stages were played at that one instant and time did not move on (most played: {}); Stages with no delay are playing each other in a loop: give one of them a delay, or leave the loop guard on (--loop-guard)",
+        clock_time(*at),
+        most_played(stages)
+    )]
+    Spinning {
+        /// Virtual time from the start.
+        at: Duration,
+        /// Stages played at that instant.
+        plays: u64,
+        /// The Stages played at that instant, most played first.
+        stages: Vec<(String, u64)>,
+    },
+}
+
+/// `name ×N` for the first few of `stages`.
+fn most_played(stages: &[(String, u64)]) -> String {
+    let mut shown: Vec<String> = stages
+        .iter()
+        .take(5)
+        .map(|(name, n)| format!("{name} x{n}"))
+        .collect();
+    if stages.len() > 5 {
+        shown.push("...".to_owned());
+    }
+    shown.join(", ")
+}
+
+/// Watches that virtual time moves on: past `bound` Stages played at one virtual instant
+/// the run ends with [`SimError::Spinning`] (a loop of Stages with no delay, with the loop
+/// guard off or too loose), instead of filling memory with its timeline.
+struct Spin {
+    /// The instant being watched (`None`: none yet), and the plays per Stage when it
+    /// began.
+    at: Option<tokio::time::Instant>,
+    base: BTreeMap<String, u64>,
+    base_total: u64,
+    /// Plays allowed at one instant, per object in the cluster.
+    per_object: u64,
+    /// Polls since the last check.
+    polls: u32,
+}
+
+impl Spin {
+    /// Checks are made every this many polls of the engine (a check reads every Stage's
+    /// counter).
+    const EVERY: u32 = 1024;
+    /// Plays allowed at one instant whatever the number of objects.
+    const FLOOR: u64 = 10_000;
+
+    fn new(guard: &crate::engine::LoopGuard) -> Self {
+        // The guard lets one object play `burst + 1` Stages back to back before it waits;
+        // an object of an ordinary lifecycle plays a few. Twice the guard's allowance per
+        // object (at least 100) leaves room for both.
+        let allowed = if guard.burst == u32::MAX {
+            100
+        } else {
+            (2 * (u64::from(guard.burst) + 1)).max(100)
+        };
+        Self {
+            at: None,
+            base: BTreeMap::new(),
+            base_total: 0,
+            per_object: allowed,
+            polls: 0,
+        }
+    }
+
+    /// Called on every poll; checks now and then.
+    fn poll(
+        &mut self,
+        engine: &Engine<MemoryCluster>,
+        cluster: &MemoryCluster,
+        origin: tokio::time::Instant,
+    ) -> Result<(), SimError> {
+        self.polls += 1;
+        if self.polls < Self::EVERY {
+            return Ok(());
+        }
+        self.check(engine, cluster, origin)
+    }
+
+    fn check(
+        &mut self,
+        engine: &Engine<MemoryCluster>,
+        cluster: &MemoryCluster,
+        origin: tokio::time::Instant,
+    ) -> Result<(), SimError> {
+        self.polls = 0;
+        let now = tokio::time::Instant::now();
+        let metrics = engine.metrics();
+        if self.at != Some(now) {
+            self.at = Some(now);
+            self.base = metrics.transitions();
+            self.base_total = self.base.values().sum();
+            return Ok(());
+        }
+        let plays = metrics.transitions_total().saturating_sub(self.base_total);
+        let bound = Self::FLOOR.max(self.per_object.saturating_mul(cluster.len() as u64));
+        if plays <= bound {
+            return Ok(());
+        }
+        let mut stages: Vec<(String, u64)> = metrics
+            .transitions()
+            .into_iter()
+            .map(|(name, n)| {
+                let before = self.base.get(&name).copied().unwrap_or(0);
+                (name, n.saturating_sub(before))
+            })
+            .filter(|(_, n)| *n > 0)
+            .collect();
+        stages.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        Err(SimError::Spinning {
+            at: now.saturating_duration_since(origin),
+            plays,
+            stages,
+        })
+    }
 }
 
 /// Counters of a run.
@@ -218,12 +337,22 @@ pub async fn run(
     let until = origin + config.until;
     let mut delete_at = config.delete_after.map(|d| origin + d);
     let mut plugins = Plugins::new(config.plugins.clone(), plugin_clock, &config.swaps, origin);
+    let mut spin = Spin::new(&config.loop_guard);
     loop {
-        // Let every task run until the engine has handled every watch event.
+        // Let every task run until the engine has handled every watch event (which a
+        // loop of Stages at one instant never lets happen: `spin` ends that).
         while engine.observed() < cluster.watch_events_sent() {
             tokio::task::yield_now().await;
+            if let Err(e) = spin.poll(&engine, &cluster, origin) {
+                engine.shutdown();
+                return Err(e);
+            }
         }
         tokio::task::yield_now().await;
+        if let Err(e) = spin.check(&engine, &cluster, origin) {
+            engine.shutdown();
+            return Err(e);
+        }
         let transitions = engine.metrics().transitions_total();
         if transitions >= config.max_transitions {
             engine.shutdown();

@@ -200,8 +200,21 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
     })
 }
 
+/// kube-rs's HTTP layer logs every failed request as an ERROR, retried or not (an outage
+/// of 20 s under load wrote a thousand of them). kstage says what matters itself: a debug
+/// line per failed step, a warning when the API server cannot be reached and a line when
+/// it answers again, an error when a job is given up. kube-rs's lines come back when the
+/// filter names `kube_client`.
+fn log_filter(filter: &str) -> String {
+    if filter.contains("kube_client") {
+        filter.to_owned()
+    } else {
+        format!("{filter},kube_client::client::builder=off")
+    }
+}
+
 fn init_tracing(filter: &str, format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_new(filter)
+    let filter = tracing_subscriber::EnvFilter::try_new(log_filter(filter))
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
@@ -357,6 +370,25 @@ mod tests {
         assert_eq!(one.metrics().num_workers(), 1);
         let three = super::runtime(std::num::NonZeroUsize::new(3)).expect("runtime");
         assert_eq!(three.metrics().num_workers(), 3);
+    }
+
+    #[test]
+    fn kube_rs_request_errors_are_off_unless_the_filter_names_them() {
+        assert_eq!(
+            super::log_filter("warn"),
+            "warn,kube_client::client::builder=off"
+        );
+        assert_eq!(
+            super::log_filter("info,kstage=debug"),
+            "info,kstage=debug,kube_client::client::builder=off"
+        );
+        assert_eq!(
+            super::log_filter("warn,kube_client=debug"),
+            "warn,kube_client=debug"
+        );
+        for filter in ["warn", "info,kstage=debug"] {
+            assert!(tracing_subscriber::EnvFilter::try_new(super::log_filter(filter)).is_ok());
+        }
     }
 
     #[test]

@@ -223,7 +223,7 @@ pub(super) fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
     );
     if s.slowed > 0 {
         eprintln!(
-            "kstage sim: {} object{} played one Stage in a loop (its output matching it again at once) and {} slowed down by the loop guard: see the warnings above; the run went on to --until",
+            "kstage sim: {} object{} played Stages in a loop (back to back with no delay, each output matching a Stage again at once) and {} slowed down by the loop guard: see the warnings above; the run went on to --until",
             s.slowed,
             if s.slowed == 1 { "" } else { "s" },
             if s.slowed == 1 { "was" } else { "were" },

@@ -131,6 +131,7 @@ mod tests {
             attempt: 0,
             due: tokio::time::Instant::now(),
             origin: 0,
+            matched_back_to_back: None,
         }
     }
 

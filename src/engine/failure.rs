@@ -48,6 +48,9 @@ impl<C: Cluster> Engine<C> {
             _ => (decision.as_str(), drop_cause(&error)),
         };
         tracing::debug!(object = %job.key, stage = %job.stage.name, step = job.step, retry = job.attempt, class, %error, "step failed");
+        if self.outage.failed(&job.key, &error, Instant::now()) {
+            tracing::warn!(%error, "the API server cannot be reached: failed steps wait and are retried with backoff (each one is a debug line); a line says when it answers again");
+        }
         if let Some(journal) = &self.journal {
             let what = What::Stage {
                 name: job.stage.name.clone(),

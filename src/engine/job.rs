@@ -36,6 +36,9 @@ pub struct Job {
     /// What the Stage started from (the object's uid and resourceVersion, and the
     /// Stage), hashed when the job starts playing: its events' names derive from it.
     pub origin: u64,
+    /// When the object was matched to the Stage, if the Stage had no delay of its own
+    /// (`None`: it waited one). The loop guard follows chains of such plays.
+    pub matched_back_to_back: Option<Instant>,
 }
 
 /// The seed of a Stage's event names: the object's uid and the resourceVersion it was

@@ -5,14 +5,13 @@
 
 use std::collections::HashSet;
 use std::sync::{Arc, PoisonError};
-use std::time::Duration;
 
 use serde_json::Value;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::cache::{Held, Seen, pack, resource_version};
-use super::{Engine, FRESH_LANE, Job, Keys, Metrics, lock, stage_id};
+use super::{Engine, FRESH_LANE, Job, Keys, Metrics, lock};
 use crate::cluster::{Cluster, ObjectKey, WatchEvent};
 use crate::decide::Choice;
 use crate::stage::{ResourceRef, StageSet};
@@ -218,11 +217,14 @@ impl<C: Cluster> Engine<C> {
             return;
         };
         let seen = keys.latest.get(&key);
-        // An object caught in a loop on this Stage waits longer (see `reentry`).
-        let delay = delay
-            + seen.map_or(Duration::ZERO, |seen| {
-                seen.reentry.penalty(stage_id(&stage))
-            });
+        // A Stage with no delay of its own plays back to back with the last one; an
+        // object caught in a loop of such plays waits longer (see `reentry`).
+        let now = Instant::now();
+        let matched_back_to_back = delay.is_zero().then_some(now);
+        let delay = match (matched_back_to_back, seen) {
+            (Some(_), Some(seen)) => seen.reentry.penalty(),
+            _ => delay,
+        };
         // A packed object is parsed again when the job plays: a queued job does not keep
         // its own parsed copy (100,000 pods marked for deletion at once would need a
         // gigabyte).
@@ -237,8 +239,9 @@ impl<C: Cluster> Engine<C> {
             stage,
             step: 0,
             attempt: 0,
-            due: Instant::now() + delay,
+            due: now + delay,
             origin: 0,
+            matched_back_to_back,
         };
         self.enqueue(key, job, FRESH_LANE, delay);
     }

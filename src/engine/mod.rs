@@ -11,8 +11,8 @@
 //! `cache` → the next Stage, queued), `job` (the job and its lanes), `worker` (a
 //! worker playing a job, under per-object `exclusion`), `applier` (one action sent,
 //! no-op detection), `failure` (a failed step: retried, refreshed or dropped); beside
-//! them [`reentry`] (the loop guard), [`journal`] (what `kstage sim` prints) and
-//! [`metrics`]. This file holds the engine itself: its settings, its state, start and
+//! them [`reentry`] (the loop guard), `outage` (what the log says while the server
+//! cannot be reached), [`journal`] (what `kstage sim` prints) and [`metrics`]. This file holds the engine itself: its settings, its state, start and
 //! stop.
 //!
 //! Rules that fix KWOK's queue:
@@ -32,6 +32,7 @@ mod job;
 pub mod journal;
 mod matcher;
 pub mod metrics;
+mod outage;
 pub mod reentry;
 mod worker;
 
@@ -118,6 +119,8 @@ enum Outcome {
         object: Arc<Value>,
         immediate: bool,
         stage: Arc<Stage>,
+        /// The job's [`Job::matched_back_to_back`].
+        matched_back_to_back: Option<tokio::time::Instant>,
     },
     Gone,
     Dropped,
@@ -150,6 +153,8 @@ pub struct Engine<C: Cluster> {
     journal: Option<Arc<Journal>>,
     observer: Option<Arc<dyn Observer>>,
     loop_guard: LoopGuard,
+    /// The API server being out of reach, for the log.
+    outage: outage::Outage,
     /// The object of a queued job whose object is packed in `keys` (see `schedule`).
     vacant: Arc<Value>,
     /// Watch events handled, so a driver can tell when the engine has caught up.
@@ -210,6 +215,7 @@ impl<C: Cluster> Engine<C> {
             journal: config.journal,
             observer: config.observer,
             loop_guard: config.loop_guard,
+            outage: outage::Outage::default(),
             vacant: Arc::new(Value::Null),
             observed: AtomicU64::new(0),
         })

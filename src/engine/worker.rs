@@ -13,6 +13,7 @@ use super::applier::Sent;
 use super::cache::resource_version;
 use super::exclusion::Popped;
 use super::journal::{Done, What};
+use super::reentry::Play;
 use super::{Engine, Job, Metrics, Outcome, lock, stage_id};
 use crate::action::{self, Action, Typing};
 use crate::cluster::{Cluster, ClusterError, EventRequest, ObjectKey};
@@ -124,10 +125,11 @@ impl<C: Cluster> Engine<C> {
                 object: job.object.clone(),
                 immediate: stage.immediate_next_stage,
                 stage: stage.clone(),
+                matched_back_to_back: job.matched_back_to_back,
             }
         };
-        if self.finish(&key, outcome) {
-            self.slowed_down(&key, &stage).await;
+        if let Some(chain) = self.finish(&key, outcome) {
+            self.slowed_down(&key, &chain).await;
         }
     }
 
@@ -185,6 +187,9 @@ impl<C: Cluster> Engine<C> {
                     None => return Err(Stop::Stale),
                 }
             }
+            if sent.is_ok() {
+                self.reached();
+            }
             let changed = match sent {
                 Ok(Sent::Object(object)) => {
                     let changed = resource_version(&object) != before.as_deref();
@@ -212,15 +217,56 @@ impl<C: Cluster> Engine<C> {
         Ok(())
     }
 
-    /// Say once that `key` was slowed down by the loop guard for playing `stage` again and
-    /// again: a warning in the log and a Warning Event on the object.
-    async fn slowed_down(&self, key: &ObjectKey, stage: &Stage) {
+    /// A request got through: say so if it ends an outage.
+    fn reached(&self) {
+        if let Some(back) = self.outage.succeeded(Instant::now()) {
+            tracing::warn!(
+                unreachable_for = ?back.lasted,
+                objects = back.objects,
+                failures = back.failures,
+                "the API server answers again after {:.1}s out of reach; {} objects' steps waited ({} failed attempts) and are being retried",
+                back.lasted.as_secs_f64(),
+                back.objects,
+                back.failures,
+            );
+        }
+    }
+
+    /// Say once that `key` was slowed down by the loop guard for playing the Stages of
+    /// `chain` back to back again and again: a warning in the log and a Warning Event on
+    /// the object, both naming the Stages.
+    async fn slowed_down(&self, key: &ObjectKey, chain: &Chain) {
         let guard = &self.loop_guard;
-        let message = format!(
-            "kstage: Stage {} played more than {} times within {:?} (does its output still match it?): slowed down to one play per {:?}, doubling up to {:?}",
-            stage.name, guard.burst, guard.window, guard.window, guard.max_delay,
-        );
-        tracing::warn!(object = %key, stage = %stage.name, "{message}");
+        let stages = self.stages();
+        let mut names: Vec<String> = chain
+            .stages
+            .iter()
+            .map(|id| {
+                stages
+                    .stages()
+                    .iter()
+                    .find(|s| stage_id(s) == *id)
+                    .map_or_else(|| "(a Stage since changed)".to_owned(), |s| s.name.clone())
+            })
+            .collect();
+        if chain.more {
+            names.push("...".to_owned());
+        }
+        let message = match names.as_slice() {
+            [one] => format!(
+                "kstage: Stage {one} played more than {} times within {:?} with no delay of its own (does its output still match it?): slowed down to one play per {:?}, doubling up to {:?}",
+                guard.burst, guard.window, guard.window, guard.max_delay,
+            ),
+            _ => format!(
+                "kstage: Stages {} played back to back more than {} times within {:?} with no delay of their own (does each one's output match the next?): slowed down to one play per {:?}, doubling up to {:?}",
+                names.join(" -> "),
+                guard.burst,
+                guard.window,
+                guard.window,
+                guard.max_delay,
+            ),
+        };
+        tracing::warn!(object = %key, stages = %names.join(","), "{message}");
         let event = EventRequest {
             event_type: "Warning".to_owned(),
             reason: "StageLoop".to_owned(),
@@ -232,12 +278,13 @@ impl<C: Cluster> Engine<C> {
         }
     }
 
-    /// A job ended: free the object and match its newest version if needed. True when
-    /// the loop guard slowed the object down just now (the caller says so).
-    pub(super) fn finish(&self, key: &ObjectKey, outcome: Outcome) -> bool {
+    /// A job ended: free the object and match its newest version if needed. The chain
+    /// of Stages when the loop guard slowed the object down just now (the caller says
+    /// so).
+    pub(super) fn finish(&self, key: &ObjectKey, outcome: Outcome) -> Option<Chain> {
         let mut keys = lock(&self.keys);
         let Some(ended) = keys.busy.ended(key) else {
-            return false; // deleted meanwhile
+            return None; // deleted meanwhile
         };
         if matches!(outcome, Outcome::Gone)
             && let Some(seen) = keys.latest.get_mut(key)
@@ -245,13 +292,30 @@ impl<C: Cluster> Engine<C> {
             seen.deleted = true;
         }
         let slowed = match (&outcome, keys.latest.get_mut(key)) {
-            (Outcome::Done { stage, .. }, Some(seen)) => {
-                seen.reentry
-                    .played(stage_id(stage), Instant::now(), &self.loop_guard)
+            (
+                Outcome::Done {
+                    stage,
+                    matched_back_to_back,
+                    ..
+                },
+                Some(seen),
+            ) => {
+                let play = Play {
+                    stage: stage_id(stage),
+                    matched_back_to_back: *matched_back_to_back,
+                };
+                let slowed = seen.reentry.played(play, Instant::now(), &self.loop_guard);
+                slowed.then(|| {
+                    let (stages, more) = seen.reentry.stages();
+                    Chain {
+                        stages: stages.to_vec(),
+                        more,
+                    }
+                })
             }
-            _ => false,
+            _ => None,
         };
-        if slowed {
+        if slowed.is_some() {
             Metrics::bump(&self.metrics.slowed);
         }
         // What to match next, newest first: a version that arrived while the Stage ran,
@@ -283,6 +347,13 @@ impl<C: Cluster> Engine<C> {
         }
         slowed
     }
+}
+
+/// The Stages of a chain the loop guard slowed down (their addresses, see `stage_id`),
+/// and whether it had more than those.
+pub(super) struct Chain {
+    stages: Vec<usize>,
+    more: bool,
 }
 
 /// Why a step stopped its Stage.

@@ -93,6 +93,11 @@ impl StageSet {
             return matched.into_iter().next();
         }
         let weights: Vec<Option<i64>> = matched.iter().map(|s| s.weight.get(object)).collect();
+        if weights.iter().any(Option::is_some) {
+            for (stage, _) in matched.iter().zip(&weights).filter(|(_, w)| w.is_none()) {
+                stage.weight.unusable(&stage.name, object);
+            }
+        }
         choose_weighted(&weights, rng).map(|i| matched[i])
     }
 

@@ -7,6 +7,7 @@
 //! RFC 3339 times from [`crate::go`].
 
 use std::borrow::Cow;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use chrono::{DateTime, TimeDelta, Utc};
 use serde_json::Value;
@@ -48,6 +49,8 @@ fn eval_cel(cel: &Cel, obj: &Value) -> Option<cel::Value> {
 pub struct IntFrom {
     value: i64,
     from: Option<Expression>,
+    /// Whether [`IntFrom::unusable`] has said so already.
+    said: AtomicBool,
 }
 
 impl IntFrom {
@@ -59,7 +62,25 @@ impl IntFrom {
         path: &str,
     ) -> Result<Self, FieldError> {
         let from = from.map(|f| Expression::compile(f, path)).transpose()?;
-        Ok(Self { value, from })
+        Ok(Self {
+            value,
+            from,
+            said: AtomicBool::new(false),
+        })
+    }
+
+    /// Say, once for this compiled value, that it gave nothing usable for `object` and
+    /// that Stage `stage` is left out of the choice because of it (as KWOK leaves it out,
+    /// silently).
+    pub fn unusable(&self, stage: &str, object: &Value) {
+        if !self.said.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                stage,
+                object = %describe(object),
+                "Stage {stage}: spec.weightFrom gave no usable weight for {} (an empty string, a number that does not fit a 64-bit integer, or a failed expression): the Stage is left out of the choice among the Stages that match, as KWOK does (said once per Stage)",
+                describe(object),
+            );
+        }
     }
 
     /// The value for `obj`; `None` means "failed" (KWOK's `ok == false` or error).
@@ -82,6 +103,19 @@ impl IntFrom {
                 Some(_) => Some(self.value),
             },
         }
+    }
+}
+
+/// `KIND NAMESPACE/NAME` of an object, for a log line.
+fn describe(object: &Value) -> String {
+    let field = |path: &str| object.pointer(path).and_then(Value::as_str).unwrap_or("");
+    let namespace = field("/metadata/namespace");
+    let name = field("/metadata/name");
+    let kind = field("/kind");
+    if namespace.is_empty() {
+        format!("{kind} {name}")
+    } else {
+        format!("{kind} {namespace}/{name}")
     }
 }
 
@@ -198,6 +232,8 @@ fn delta_nanos(d: TimeDelta) -> i64 {
 pub struct Delay {
     base: DurationFrom,
     jitter: Option<DurationFrom>,
+    /// Whether [`Delay::unusable`] has said so already.
+    said: AtomicBool,
 }
 
 /// The delays a Stage may wait: `min` exactly, or uniformly in `[min, max)`.
@@ -232,10 +268,27 @@ impl Delay {
             &format!("{path}.jitterDurationFrom"),
         );
         match (base, jitter) {
-            (Ok(Some(base)), Ok(jitter)) => Ok(Some(Delay { base, jitter })),
+            (Ok(Some(base)), Ok(jitter)) => Ok(Some(Delay {
+                base,
+                jitter,
+                said: AtomicBool::new(false),
+            })),
             // The base always has a value, so `Ok(None)` cannot happen.
             (Ok(None), Ok(_)) => Ok(None),
             (base, jitter) => Err(base.err().into_iter().chain(jitter.err()).collect()),
+        }
+    }
+
+    /// Say, once for this compiled delay, that it gave nothing usable for `object` and
+    /// that Stage `stage` plays without delay because of it (as in KWOK).
+    pub fn unusable(&self, stage: &str, object: &Value) {
+        if !self.said.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                stage,
+                object = %describe(object),
+                "Stage {stage}: spec.delay.durationFrom gave no usable duration for {} (an empty string, or a failed expression): the Stage plays without delay, as KWOK does (said once per Stage)",
+                describe(object),
+            );
         }
     }
 

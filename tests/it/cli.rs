@@ -377,3 +377,35 @@ fn bench_soak_samples_the_engine_while_it_churns() {
         "{verdict}"
     );
 }
+
+/// Stages with no delay that play each other in a ring are warned about, naming every
+/// Stage of the ring, once; a chain that ends is not.
+#[test]
+fn lint_warns_about_stages_that_play_each_other_in_a_loop() {
+    let dir = crate::scratch("lint-cycles");
+    let file = dir.join("stages.yaml");
+    let flip = |name: &str, operator: &str, from: &str, to: &str| {
+        format!(
+            "apiVersion: kwok.x-k8s.io/v1alpha1\nkind: Stage\nmetadata: {{name: {name}}}\nspec:\n  resourceRef: {{apiGroup: v1, kind: Pod}}\n  selector:\n    matchExpressions:\n    - {{key: .metadata.annotations.state, operator: {operator}, values: [{from}]}}\n  next:\n    patches:\n    - type: merge\n      template: '{{\"metadata\":{{\"annotations\":{{\"state\":\"{to}\"}}}}}}'\n---\n"
+        )
+    };
+    let text = [
+        flip("ping", "In", "pong", "ping"),
+        flip("pong", "In", "ping", "pong"),
+        // A lifecycle that ends, for nodes: no warning.
+        flip("start", "NotIn", "running,done", "running").replace("kind: Pod", "kind: Node"),
+        flip("finish", "In", "running", "done").replace("kind: Pod", "kind: Node"),
+    ]
+    .concat();
+    std::fs::write(&file, text).expect("write");
+    let out = kstage(&["stage", "lint", "--stages", &file.to_string_lossy()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "warnings do not fail:\n{text}");
+    for needle in [
+        "stages.yaml#0 stage \"ping\": spec: no delay, and neither has pong (",
+        "on a sample Pod they play each other in a loop (ping -> pong -> ping)",
+        "4 Stages valid, 0 problems, 1 warning",
+    ] {
+        assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
+    }
+}

@@ -629,3 +629,189 @@ spec:
     assert!((21..=60).contains(&plays), "{plays} plays in ten minutes");
     engine.shutdown();
 }
+
+/// A Stage named `name` with no delay, matching pods whose `state` annotation is `from`
+/// (`!x`: is not `x`, which a pod without the annotation is not), setting it to `to`.
+fn flip(name: &str, from: &str, to: &str) -> String {
+    let (operator, value) = match from.strip_prefix('!') {
+        Some(not) => ("NotIn", not),
+        None => ("In", from),
+    };
+    format!(
+        "apiVersion: kwok.x-k8s.io/v1alpha1\nkind: Stage\nmetadata: {{name: {name}}}\nspec:\n  resourceRef: {{apiGroup: v1, kind: Pod}}\n  selector:\n    matchExpressions:\n    - {{key: '.metadata.annotations.state', operator: {operator}, values: ['{value}']}}\n  next:\n    patches:\n    - type: merge\n      template: '{{\"metadata\":{{\"annotations\":{{\"state\":\"{to}\"}}}}}}'\n---\n"
+    )
+}
+
+/// Stages that undo each other, in a ring of `stages`, played on one pod for ten virtual
+/// minutes: the Warning Events and the plays.
+async fn ring(stages: String) -> (Vec<String>, u64, u64) {
+    let World { cluster, engine } = world_of(FaultSpec::none(), 4, |renderer| {
+        kstage::stage::load::load_str(&stages, renderer).expect("loads")
+    });
+    cluster.insert(pod("p")).expect("created");
+    let warnings = || {
+        cluster
+            .events()
+            .into_iter()
+            .filter(|e| e.event.reason == "StageLoop")
+            .map(|e| e.event.message)
+            .collect::<Vec<_>>()
+    };
+    assert!(wait_until(|| !warnings().is_empty(), Duration::from_secs(10)).await);
+    tokio::time::sleep(Duration::from_secs(600)).await;
+    let plays = engine.metrics().transitions_total();
+    let slowed = kstage::engine::Metrics::get(&engine.metrics().slowed);
+    engine.shutdown();
+    (warnings(), plays, slowed)
+}
+
+/// `ping` sets what `pong` matches and `pong` resets it, with no delay: the loop guard
+/// follows the chain across both Stages, slows the pod down and names them, once.
+#[tokio::test(start_paused = true)]
+async fn two_stages_that_undo_each_other_are_slowed_down_and_named() {
+    let (warnings, plays, slowed) =
+        ring(flip("ping", "!ping", "ping") + &flip("pong", "ping", "pong")).await;
+    assert_eq!(warnings.len(), 1, "said once: {warnings:?}");
+    assert!(
+        warnings[0]
+            .contains("Stages ping -> pong played back to back more than 20 times within 1s"),
+        "{}",
+        warnings[0]
+    );
+    assert_eq!(slowed, 1);
+    // 21 plays at once, then one per 1 s, 2 s, ... 60 s: about 30 in ten minutes
+    // (unguarded: as many as the cluster answers).
+    assert!((21..=60).contains(&plays), "{plays} plays in ten minutes");
+}
+
+/// Three Stages in a ring are one chain as well.
+#[tokio::test(start_paused = true)]
+async fn three_stages_in_a_ring_are_slowed_down_and_named() {
+    let stages = flip("a", "!b", "b") + &flip("b", "b", "c") + &flip("c", "c", "a");
+    let (warnings, plays, slowed) = ring(stages).await;
+    assert_eq!(warnings.len(), 1, "said once: {warnings:?}");
+    assert!(
+        warnings[0].contains("Stages a -> b -> c played back to back"),
+        "{}",
+        warnings[0]
+    );
+    assert_eq!(slowed, 1);
+    assert!((21..=60).contains(&plays), "{plays} plays in ten minutes");
+}
+
+/// A Stage that matches its own output but waits a delay of its own each time (a
+/// heartbeat, ten a second) is never slowed down.
+#[tokio::test(start_paused = true)]
+async fn a_stage_that_comes_back_on_its_own_delay_is_never_slowed_down() {
+    let heartbeat = r#"
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata: {name: heartbeat}
+spec:
+  resourceRef: {apiGroup: v1, kind: Pod}
+  selector:
+    matchExpressions:
+    - {key: .metadata.name, operator: Exists}
+  delay: {durationMilliseconds: 100}
+  steps:
+  - patch:
+      type: merge
+      template: '{"metadata":{"annotations":{"beat":"{{ .metadata.resourceVersion }}"}}}'
+"#;
+    let World { cluster, engine } = world_of(FaultSpec::none(), 4, |renderer| {
+        kstage::stage::load::load_str(heartbeat, renderer).expect("loads")
+    });
+    cluster.insert(pod("p")).expect("created");
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    let plays = engine.metrics().transitions_total();
+    assert_eq!(kstage::engine::Metrics::get(&engine.metrics().slowed), 0);
+    assert!(
+        cluster
+            .events()
+            .iter()
+            .all(|e| e.event.reason != "StageLoop"),
+        "no warning"
+    );
+    // Ten a second for a minute.
+    assert!((590..=601).contains(&plays), "{plays} plays in a minute");
+    engine.shutdown();
+}
+
+/// A log written into memory, for the tests that read what the engine logs.
+#[derive(Clone, Default)]
+struct Log(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Log {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Log {
+    fn lines(&self) -> Vec<String> {
+        let bytes = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        String::from_utf8_lossy(&bytes)
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+/// The API server out of reach for a while under 20 pods: each failed step is retried
+/// (a debug line, not an ERROR), one warning says the server cannot be reached, and one
+/// line says when it answers again, for how long it was out and how many objects waited.
+#[tokio::test(start_paused = true)]
+async fn an_outage_is_two_lines_in_the_log_however_many_steps_fail() {
+    let log = Log::default();
+    let writer = log.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::WARN)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    let _default = tracing::subscriber::set_default(subscriber);
+    let w = world(FaultSpec::none(), 4);
+    // Every write refused for 60 virtual seconds (watches go on).
+    let refused =
+        "create:refused=1,patch:refused=1,apply:refused=1,delete:refused=1,event:refused=1";
+    w.cluster.faults().set_spec(refused.parse().expect("spec"));
+    for i in 0..20 {
+        w.cluster.insert(pod(&format!("pod-{i}"))).expect("created");
+    }
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    w.cluster.faults().set_spec(FaultSpec::none());
+    let all_running = || (0..20).all(|i| running(&w.cluster, &format!("pod-{i}")));
+    assert!(wait_until(all_running, Duration::from_secs(600)).await);
+    w.engine.shutdown();
+    let lines = log.lines();
+    assert!(lines.iter().all(|l| !l.contains("ERROR")), "{lines:#?}");
+    let down: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.contains("cannot be reached"))
+        .collect();
+    let up: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.contains("answers again after"))
+        .collect();
+    assert_eq!((down.len(), up.len()), (1, 1), "{lines:#?}");
+    assert!(up[0].contains("20 objects' steps waited"), "{}", up[0]);
+    let lasted: f64 = up[0]
+        .split("answers again after ")
+        .nth(1)
+        .and_then(|rest| rest.split('s').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no duration in {}", up[0]));
+    // Refused for 60 s; the first retry after that (1 s, 2 s, ... 32 s apart, +20%)
+    // gets through.
+    assert!((60.0..=120.0).contains(&lasted), "{lasted}s out");
+}

@@ -255,7 +255,7 @@ fn a_stage_matching_its_own_output_is_slowed_down() {
         .collect();
     assert_eq!(warnings.len(), 2, "once per node:\n{stderr}");
     assert!(
-        stderr.contains("kstage sim: 2 objects played one Stage in a loop"),
+        stderr.contains("kstage sim: 2 objects played Stages in a loop"),
         "the run says so at its end:\n{stderr}"
     );
     // 20 plays a second, then 1 s, 2 s, ... 60 s apart: about 30 per node in 10 minutes
@@ -265,4 +265,57 @@ fn a_stage_matching_its_own_output_is_slowed_down() {
         (2 * 21..=2 * 40).contains(&extra),
         "{extra} extra transitions:\n{stderr}"
     );
+}
+
+/// Two Stages with no delay for nodes, `ping` setting what `pong` matches and `pong`
+/// resetting it.
+const PING_PONG: &str = "apiVersion: kwok.x-k8s.io/v1alpha1\nkind: Stage\nmetadata: {name: ping}\nspec:\n  resourceRef: {apiGroup: v1, kind: Node}\n  selector:\n    matchExpressions:\n    - {key: .metadata.annotations.state, operator: NotIn, values: [ping]}\n  next:\n    patches:\n    - type: merge\n      template: '{\"metadata\":{\"annotations\":{\"state\":\"ping\"}}}'\n---\napiVersion: kwok.x-k8s.io/v1alpha1\nkind: Stage\nmetadata: {name: pong}\nspec:\n  resourceRef: {apiGroup: v1, kind: Node}\n  selector:\n    matchExpressions:\n    - {key: .metadata.annotations.state, operator: In, values: [ping]}\n  next:\n    patches:\n    - type: merge\n      template: '{\"metadata\":{\"annotations\":{\"state\":\"pong\"}}}'\n";
+
+/// `kstage sim` of two Stages that undo each other: with the loop guard (the default)
+/// each node is slowed down, the warning names both Stages, and the run goes on to
+/// `--until`; with the guard off, the run still ends.
+#[test]
+fn a_sim_of_stages_that_undo_each_other_ends() {
+    let dir = scratch("hostile-ping-pong");
+    let stages = dir.join("ping-pong.yaml");
+    std::fs::write(&stages, PING_PONG).expect("stage file");
+    let nodes = root().join("examples/objects/nodes.yaml");
+    let sim = |extra: &[&str]| {
+        let mut args = vec![
+            "sim",
+            "--until",
+            "10m",
+            "--stages",
+            stages.to_str().expect("path"),
+            "--objects",
+            nodes.to_str().expect("path"),
+            "-o",
+            "summary",
+        ];
+        args.extend(extra);
+        kstage(&args)
+    };
+    let guarded = sim(&[]);
+    let stderr = String::from_utf8_lossy(&guarded.stderr);
+    assert!(guarded.status.success(), "{stderr}");
+    let warnings = stderr
+        .lines()
+        .filter(|l| l.contains("Stages ping -> pong played back to back more than 20 times"))
+        .count();
+    assert_eq!(warnings, 2, "once per node:\n{stderr}");
+    assert!(
+        stderr.contains("kstage sim: 2 objects played Stages in a loop"),
+        "{stderr}"
+    );
+
+    // With the guard off the run still ends: stopped at the instant it cannot leave
+    // (naming the Stages) or, as the in-memory cluster answers today, when the loop
+    // settles; never spinning until memory runs out.
+    let unguarded = sim(&["--loop-guard", "off"]);
+    let stderr = String::from_utf8_lossy(&unguarded.stderr);
+    if !unguarded.status.success() {
+        for needle in ["Stages were played at that one instant", "ping x", "pong x"] {
+            assert!(stderr.contains(needle), "missing {needle:?} in:\n{stderr}");
+        }
+    }
 }

@@ -69,6 +69,13 @@ impl Spawned {
         }
     }
 
+    /// Take every line said so far without waiting for more.
+    pub fn drain(&mut self) {
+        while let Ok(line) = self.lines.try_recv() {
+            self.seen.push(line);
+        }
+    }
+
     /// What it said, one line each.
     pub fn said(&self) -> String {
         self.seen.join("\n")

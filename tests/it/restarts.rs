@@ -1,8 +1,9 @@
 //! `kstage run` killed with SIGKILL twenty times while it plays 1,000 pods, and started
 //! again each time: every pod reaches Running and no Stage event is recorded twice (the
 //! Events are named after what they record, see the README's *Events once*). And the API
-//! server restarted under `kstage run` with its state kept (`kstage apiserver --state`):
-//! nothing is lost, nothing sent twice.
+//! server restarted under `kstage run` with its state kept (`kstage apiserver --state`),
+//! or paused (SIGSTOP) and resumed: nothing is lost, nothing sent twice, and the log has
+//! no ERROR line for what was retried.
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, PostParams};
@@ -149,6 +150,9 @@ async fn the_api_server_restarted_with_its_state_kept_loses_nothing_and_repeats_
         all.len() == 10 && all.values().all(node_ready)
     })
     .await;
+    let mut run = run;
+    run.drain();
+    assert_no_errors(&run);
     drop(run);
     let counts = event_counts(&client, "default").await;
     let twice: Vec<_> = counts.iter().filter(|(_, n)| **n > 1).collect();
@@ -246,6 +250,61 @@ async fn sigkill_and_restart_twenty_times_sends_no_event_twice() {
         assert_eq!(
             counts.keys().filter(|(_, r)| r == reason).count(),
             PODS,
+            "{reason} events"
+        );
+    }
+}
+
+/// No ERROR line in what `kstage run` said: failures it retried are not errors.
+fn assert_no_errors(run: &Spawned) {
+    let errors: Vec<&String> = run.seen.iter().filter(|l| l.contains("ERROR")).collect();
+    assert!(
+        errors.is_empty(),
+        "ERROR lines for retried failures:\n{}",
+        run.said()
+    );
+}
+
+/// `kstage apiserver` paused (SIGSTOP) for three seconds while `kstage run` plays 300
+/// pods, then resumed (SIGCONT): requests made meanwhile wait and go through, every pod
+/// reaches Running, no Stage event is recorded twice, and nothing is logged as an error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_server_paused_and_resumed_loses_nothing_and_repeats_nothing() {
+    const PAUSED: usize = 300;
+    let dir = crate::scratch("apiserver-paused");
+    let (server, kubeconfig) = apiserver(&dir, &[]);
+    let client = client(&kubeconfig).await;
+    let nodes: Api<Node> = Api::all(client.clone());
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    create_nodes(&nodes).await;
+    create_pods(&pods, 0..PAUSED).await;
+    let mut run = run(&kubeconfig.display().to_string(), &example_stages());
+    watch_until(pods.clone(), "a quarter of the pods Running", |all| {
+        all.values().filter(|p| pod_running(p)).count() >= PAUSED / 4
+    })
+    .await;
+    let pid = rustix::process::Pid::from_child(&server.child);
+    rustix::process::kill_process(pid, rustix::process::Signal::STOP).expect("SIGSTOP");
+    // The length of the fault, not a wait for something to happen.
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    rustix::process::kill_process(pid, rustix::process::Signal::CONT).expect("SIGCONT");
+    watch_until(pods.clone(), "every pod Running", |all| {
+        all.len() == PAUSED && all.values().all(pod_running)
+    })
+    .await;
+    run.drain();
+    assert_no_errors(&run);
+    drop(run);
+    let counts = event_counts(&client, "default").await;
+    let twice: Vec<_> = counts.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(
+        twice.is_empty(),
+        "events sent twice across the pause: {twice:?}"
+    );
+    for reason in ["Scheduled", "Started"] {
+        assert_eq!(
+            counts.keys().filter(|(_, r)| r == reason).count(),
+            PAUSED,
             "{reason} events"
         );
     }
