@@ -10,6 +10,7 @@
 //! the engine.
 
 pub mod client;
+pub mod event;
 pub mod faults;
 pub mod labels;
 pub mod managed;
@@ -70,6 +71,9 @@ pub struct EventRequest {
     /// so a Stage played again after a restart does not emit its events twice. `None`: a
     /// generated name (warnings about the engine's own handling).
     pub name: Option<String>,
+    /// The object as the sender saw it (uid, resourceVersion, node), for the Event's
+    /// `involvedObject` and `source` (see [`event`]).
+    pub involved: event::Involved,
 }
 
 /// A failed request, as typed as kube-rs reports it.
