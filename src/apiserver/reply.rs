@@ -105,6 +105,15 @@ pub fn qualified(resource: &Resource) -> String {
     }
 }
 
+/// `Pod` or `Stage.kwok.x-k8s.io`, as a validation error names a kind.
+fn qualified_kind(resource: &Resource) -> String {
+    if resource.group.is_empty() {
+        resource.kind.clone()
+    } else {
+        format!("{}.{}", resource.kind, resource.group)
+    }
+}
+
 /// The response to a store error about object `name` of `resource`.
 pub fn api_error(resource: &Resource, name: &str, e: &ApiError) -> Response<Body> {
     let what = qualified(resource);
@@ -118,14 +127,15 @@ pub fn api_error(resource: &Resource, name: &str, e: &ApiError) -> Response<Body
         details
     };
     let message = match e {
-        ApiError::FieldInvalid {
-            field,
-            reason,
-            message,
-        } => {
+        ApiError::FieldInvalid(errors) => {
             let mut details = details(&resource.kind);
-            details["causes"] = json!([{"field": field, "message": message, "reason": reason}]);
-            let message = format!("{} {name:?} is invalid: {field}: {message}", resource.kind);
+            let causes: Vec<Value> = errors
+                .0
+                .iter()
+                .map(|e| json!({"field": e.field, "message": e.message, "reason": e.reason}))
+                .collect();
+            details["causes"] = Value::Array(causes);
+            let message = format!("{} {name:?} is invalid: {errors}", qualified_kind(resource));
             return error_with_reason(422, "Invalid", &message, Some(details));
         }
         // kube-apiserver says no more than this of a JSON patch that did not apply.
@@ -142,7 +152,7 @@ pub fn api_error(resource: &Resource, name: &str, e: &ApiError) -> Response<Body
         ApiError::Conflict(_) => format!(
             "Operation cannot be fulfilled on {what} {name:?}: the object has been modified; please apply your changes to the latest version and try again"
         ),
-        ApiError::Invalid(m) => format!("{} {name:?} is invalid: {m}", resource.kind),
+        ApiError::Invalid(m) => format!("{} {name:?} is invalid: {m}", qualified_kind(resource)),
         ApiError::BadRequest(m) | ApiError::Forbidden(m) | ApiError::Unavailable(m) => m.clone(),
         ApiError::UnsupportedMediaType(_) => format!(
             "the body of the request was in an unknown format - accepted media types include: {}",

@@ -3,7 +3,8 @@
 //!
 //! Field selectors take `=`, `==` and `!=` on the fields a real API server supports for
 //! the kind (`metadata.name` and `metadata.namespace` for every kind, `spec.nodeName` and
-//! `status.phase` for pods ...); any other field is refused, as a real server does.
+//! `status.phase` for pods, `involvedObject.uid` and the rest for Events ...); any other
+//! field is refused, as a real server does.
 
 use serde_json::Value;
 
@@ -39,8 +40,7 @@ impl FieldSelector {
             if !supported_field(field, kind, builtin) {
                 return Err(SelectorError(format!("field label not supported: {field}")));
             }
-            let pointer = format!("/{}", field.replace('.', "/"));
-            requirements.push((pointer, value.trim().to_owned(), negated));
+            requirements.push((pointer(field, kind), value.trim().to_owned(), negated));
         }
         Ok(Self { requirements })
     }
@@ -53,7 +53,7 @@ impl FieldSelector {
     /// The value a requirement `field=value` pins, if any (to narrow a list by name or
     /// namespace before looking at objects).
     pub fn pinned(&self, field: &str) -> Option<&str> {
-        let pointer = format!("/{}", field.replace('.', "/"));
+        let pointer = pointer(field, "");
         self.requirements
             .iter()
             .find(|(p, _, negated)| *p == pointer && !negated)
@@ -98,16 +98,37 @@ fn supported_field(field: &str, kind: &str, builtin: bool) -> bool {
         "Node" => field == "spec.unschedulable",
         "Namespace" => field == "status.phase",
         "Secret" => field == "type",
+        // A core/v1 Event's fields as kube-apiserver selects them (what `kubectl
+        // describe` finds an object's Events by), and events.k8s.io/v1's names of them.
         "Event" => {
-            field.starts_with("involvedObject.")
-                || field.starts_with("regarding.")
+            field.starts_with("regarding.")
                 || matches!(
                     field,
-                    "reason" | "type" | "source" | "reportingComponent" | "reportingController"
+                    "involvedObject.kind"
+                        | "involvedObject.namespace"
+                        | "involvedObject.name"
+                        | "involvedObject.uid"
+                        | "involvedObject.apiVersion"
+                        | "involvedObject.resourceVersion"
+                        | "involvedObject.fieldPath"
+                        | "reason"
+                        | "type"
+                        | "source"
+                        | "reportingComponent"
+                        | "reportingController"
                 )
         }
         _ => false,
     }
+}
+
+/// The JSON pointer of the value a selectable `field` of a `kind` object reads: its
+/// path, but for an Event's `source`, which is the source's component.
+fn pointer(field: &str, kind: &str) -> String {
+    if kind == "Event" && field == "source" {
+        return "/source/component".to_owned();
+    }
+    format!("/{}", field.replace('.', "/"))
 }
 
 /// The selectors of a list or watch, parsed.
@@ -177,5 +198,40 @@ mod tests {
         let node = json!({"metadata": {"name": "n"}});
         let s = FieldSelector::parse("spec.unschedulable=false", "Node", true).expect("ok");
         assert!(s.matches(&node));
+    }
+
+    #[test]
+    fn events_are_selected_as_kubectl_describe_selects_them() {
+        let event = json!({
+            "metadata": {"name": "web.1", "namespace": "team"},
+            "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": "team",
+                               "name": "web", "uid": "u-1", "resourceVersion": "7"},
+            "reason": "Started", "type": "Normal", "source": {"component": "kstage", "host": "n1"},
+        });
+        // What kubectl describe sends (name, namespace, kind, uid), and the other fields.
+        for (selector, expected) in [
+            (
+                "involvedObject.name=web,involvedObject.namespace=team,involvedObject.kind=Pod,involvedObject.uid=u-1",
+                true,
+            ),
+            (
+                "involvedObject.name=web,involvedObject.namespace=team,involvedObject.uid=u-2",
+                false,
+            ),
+            (
+                "involvedObject.apiVersion=v1,involvedObject.resourceVersion=7",
+                true,
+            ),
+            ("involvedObject.fieldPath=", true),
+            ("source=kstage,reason=Started,type=Normal", true),
+            ("source=kubelet", false),
+        ] {
+            let s = FieldSelector::parse(selector, "Event", true).expect(selector);
+            assert_eq!(s.matches(&event), expected, "{selector}");
+        }
+        for unsupported in ["involvedObject.labels=x", "message=hi", "source.host=n1"] {
+            let e = FieldSelector::parse(unsupported, "Event", true).expect_err(unsupported);
+            assert!(e.0.contains("field label not supported"), "{e}");
+        }
     }
 }

@@ -19,7 +19,7 @@ use futures_util::stream::BoxStream;
 use kube::api::{Api, ApiResource, DeleteParams, GroupVersionKind, Patch, PatchParams, PostParams};
 use kube::discovery::{ApiCapabilities, Scope};
 use kube::runtime::{WatchStreamExt, watcher};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::ResourceRef;
@@ -647,35 +647,9 @@ impl Cluster for KubeCluster {
         key: &ObjectKey,
         event: &EventRequest,
     ) -> impl Future<Output = Result<(), ClusterError>> + Send {
-        let namespace = if key.namespace.is_empty() {
-            "default".to_owned()
-        } else {
-            key.namespace.clone()
-        };
+        let namespace = super::event::namespace(key).to_owned();
         let now = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string();
-        let metadata = match &event.name {
-            Some(name) => json!({"name": name, "namespace": namespace}),
-            None => json!({"generateName": format!("{}.", key.name), "namespace": namespace}),
-        };
-        let body = json!({
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": metadata,
-            "involvedObject": {
-                "apiVersion": key.api_version,
-                "kind": key.kind,
-                "name": key.name,
-                "namespace": key.namespace,
-            },
-            "type": event.event_type,
-            "reason": event.reason,
-            "message": event.message,
-            "source": {"component": "kstage"},
-            "reportingComponent": "kstage",
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "count": 1,
-        });
+        let body = super::event::body(key, event, &now);
         async move {
             if let Some(t) = &self.throttle {
                 t.acquire().await;
@@ -705,6 +679,8 @@ impl Cluster for KubeCluster {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     /// The body a real kube-apiserver answered a recorded DELETE with.

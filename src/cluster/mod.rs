@@ -10,6 +10,7 @@
 //! the engine.
 
 pub mod client;
+pub mod event;
 pub mod faults;
 pub mod labels;
 pub mod managed;
@@ -18,6 +19,7 @@ pub mod memory;
 pub mod store;
 pub mod raw;
 pub mod rest_metrics;
+pub mod validation;
 
 use std::fmt;
 use std::future::Future;
@@ -69,6 +71,9 @@ pub struct EventRequest {
     /// so a Stage played again after a restart does not emit its events twice. `None`: a
     /// generated name (warnings about the engine's own handling).
     pub name: Option<String>,
+    /// The object as the sender saw it (uid, resourceVersion, node), for the Event's
+    /// `involvedObject` and `source` (see [`event`]).
+    pub involved: event::Involved,
 }
 
 /// A failed request, as typed as kube-rs reports it.
@@ -100,7 +105,7 @@ impl From<ApiError> for ClusterError {
             ApiError::NotFound(_) => "NotFound",
             ApiError::AlreadyExists(_) => "AlreadyExists",
             ApiError::Conflict(_) => "Conflict",
-            ApiError::Invalid(_) | ApiError::FieldInvalid { .. } | ApiError::PatchFailed(_) => {
+            ApiError::Invalid(_) | ApiError::FieldInvalid(_) | ApiError::PatchFailed(_) => {
                 "Invalid"
             }
             ApiError::BadRequest(_) => "BadRequest",
@@ -346,17 +351,10 @@ pub enum ApiError {
     /// 422: the object or patch is invalid.
     #[error("invalid: {0}")]
     Invalid(String),
-    /// 422: one field of the object is invalid, as kube-apiserver's field validation
-    /// reports it (a `details.causes` entry).
-    #[error("invalid: {field}: {message}")]
-    FieldInvalid {
-        /// The field's path, e.g. `metadata.name`.
-        field: &'static str,
-        /// The cause's reason, e.g. `FieldValueInvalid`.
-        reason: &'static str,
-        /// What is wrong, e.g. `Invalid value: "a/b": ...`.
-        message: String,
-    },
+    /// 422: fields of the object are invalid, as kube-apiserver's field validation
+    /// reports them (its `details.causes`).
+    #[error("invalid: {0}")]
+    FieldInvalid(validation::FieldErrors),
     /// 422: a JSON patch could not be applied (a `test` that failed, a path that is not
     /// there); kube-apiserver answers it without detail, the detail is kept here.
     #[error("the JSON patch could not be applied: {0}")]
@@ -381,7 +379,7 @@ impl ApiError {
         match self {
             ApiError::NotFound(_) => 404,
             ApiError::AlreadyExists(_) | ApiError::Conflict(_) => 409,
-            ApiError::Invalid(_) | ApiError::FieldInvalid { .. } | ApiError::PatchFailed(_) => 422,
+            ApiError::Invalid(_) | ApiError::FieldInvalid(_) | ApiError::PatchFailed(_) => 422,
             ApiError::BadRequest(_) => 400,
             ApiError::UnsupportedMediaType(_) => 415,
             ApiError::Forbidden(_) => 403,

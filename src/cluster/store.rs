@@ -13,6 +13,7 @@ use std::sync::Arc;
 use chrono::{DateTime, TimeDelta, Utc};
 use serde_json::{Map, Value, json};
 
+use super::validation::{self, FieldError, FieldErrors};
 use super::{ApiError, ObjectKey, is_cluster_scoped};
 use crate::clock::Clock;
 use crate::patch::{self, PatchType};
@@ -235,13 +236,21 @@ impl MemoryStore {
                     let name = format!("{prefix}{}", generated_suffix(self.uids + 1));
                     meta.insert("name".into(), json!(name));
                 }
-                _ => return Err(ApiError::Invalid("metadata.name: Required value".into())),
+                _ => {
+                    return Err(invalid(vec![FieldError::required(
+                        "metadata.name",
+                        "name or generateName is required",
+                    )]));
+                }
             }
         }
         self.default_namespace(&mut object);
         let key = ObjectKey::of(&object)
             .ok_or_else(|| ApiError::BadRequest("object has no name".into()))?;
-        validate_name(&key)?;
+        let errors = validation::object(&key, &object);
+        if !errors.is_empty() {
+            return Err(invalid(errors));
+        }
         if self.objects.contains_key(&key) {
             return Err(ApiError::AlreadyExists(key.to_string()));
         }
@@ -349,7 +358,7 @@ impl MemoryStore {
                 self.main_write(old, patched, key)
             }
         };
-        Ok(self.commit(key, new, Enforce::ClientWrite))
+        self.commit(key, new, Enforce::ClientWrite)
     }
 
     /// PUT: replace an object (or, with subresource `status`, its status). A
@@ -373,7 +382,7 @@ impl MemoryStore {
             }
             None => self.main_write(old, object, key),
         };
-        Ok(self.commit(key, new, Enforce::ClientWrite))
+        self.commit(key, new, Enforce::ClientWrite)
     }
 
     /// Write a whole object: create it if it does not exist (unless a subresource is
@@ -480,26 +489,39 @@ impl MemoryStore {
             );
             meta.insert("deletionGracePeriodSeconds".into(), json!(grace));
         }
-        match self.commit(key, new, Enforce::ServerWrite) {
+        match self.commit(key, new, Enforce::ServerWrite)? {
             Written::Stored { object, changed } => Ok(Deleted::Terminating { object, changed }),
             Written::Removed(object) => Ok(Deleted::Removed(object)),
         }
     }
 
     /// Store `new` as the next version of `key`; a client write cannot change what the
-    /// server owns (identity, timestamps, deletion state).
-    fn commit(&mut self, key: &ObjectKey, mut new: Value, enforce: Enforce) -> Written {
+    /// server owns (identity, timestamps, deletion state), nor write metadata the API
+    /// server refuses (checked only when it changes, so status writes cost nothing more).
+    fn commit(
+        &mut self,
+        key: &ObjectKey,
+        mut new: Value,
+        enforce: Enforce,
+    ) -> Result<Written, ApiError> {
         let Some(old) = self.objects.get(key) else {
-            return Written::Removed(Arc::new(new));
+            return Ok(Written::Removed(Arc::new(new)));
         };
         if enforce == Enforce::ClientWrite {
             restore_immutable(old, &mut new);
+            let namespace_spec = key.kind == "Namespace" && new.get("spec") != old.get("spec");
+            if new.get("metadata") != old.get("metadata") || namespace_spec {
+                let errors = validation::object(key, &new);
+                if !errors.is_empty() {
+                    return Err(invalid(errors));
+                }
+            }
         }
         if new == **old {
-            return Written::Stored {
+            return Ok(Written::Stored {
                 object: old.clone(),
                 changed: false,
-            };
+            });
         }
         if new.get("spec") != old.get("spec") && tracks_generation(key) {
             let generation = old
@@ -510,7 +532,7 @@ impl MemoryStore {
                 meta.insert("generation".into(), json!(generation + 1));
             }
         }
-        self.store_version(key.clone(), new)
+        Ok(self.store_version(key.clone(), new))
     }
 
     /// Store a changed object under a new resourceVersion (or remove it, if it is being
@@ -715,59 +737,9 @@ fn tracks_generation(key: &ObjectKey) -> bool {
     !without
 }
 
-/// The regular expression kube-apiserver quotes for a DNS subdomain.
-const SUBDOMAIN_PATTERN: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
-/// The regular expression kube-apiserver quotes for a DNS label.
-const LABEL_PATTERN: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
-
-/// An object's name as kube-apiserver validates it: a DNS label (63 characters) for
-/// Namespaces, a DNS subdomain (253) for the other built-in kinds, a path segment (no
-/// `/` or `%`, not `.` or `..`) for custom resources; with its messages.
-fn validate_name(key: &ObjectKey) -> Result<(), ApiError> {
-    let name = key.name.as_str();
-    let invalid = |why: String| ApiError::FieldInvalid {
-        field: "metadata.name",
-        reason: "FieldValueInvalid",
-        message: format!("Invalid value: {name:?}: {why}"),
-    };
-    let label_ok = |l: &str| {
-        !l.is_empty()
-            && l.bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-            && !l.starts_with('-')
-            && !l.ends_with('-')
-    };
-    if key.api_version == "v1" && key.kind == "Namespace" {
-        if name.len() > 63 {
-            return Err(invalid("must be no more than 63 characters".into()));
-        }
-        if !label_ok(name) {
-            return Err(invalid(format!(
-                "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '{LABEL_PATTERN}')"
-            )));
-        }
-        return Ok(());
-    }
-    if crate::cluster::is_builtin(&key.api_version) {
-        if name.len() > 253 {
-            return Err(invalid("must be no more than 253 characters".into()));
-        }
-        if !name.split('.').all(label_ok) {
-            return Err(invalid(format!(
-                "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '{SUBDOMAIN_PATTERN}')"
-            )));
-        }
-        return Ok(());
-    }
-    if name == "." || name == ".." {
-        return Err(invalid(format!("may not be '{name}'")));
-    }
-    for bad in ["/", "%"] {
-        if name.contains(bad) {
-            return Err(invalid(format!("may not contain '{bad}'")));
-        }
-    }
-    Ok(())
+/// The 422 of a write with invalid fields.
+fn invalid(errors: Vec<FieldError>) -> ApiError {
+    ApiError::FieldInvalid(FieldErrors(errors))
 }
 
 /// A new Pod starts `Pending`, a new Namespace `Active`.
@@ -852,10 +824,58 @@ mod tests {
             .expect("generated");
         let name = g["metadata"]["name"].as_str().expect("name");
         assert!(name.starts_with("web-") && name.len() == 9, "{name}");
-        assert!(matches!(
-            s.create(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {}})),
-            Err(ApiError::Invalid(_))
-        ));
+        let unnamed = s.create(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {}}));
+        assert_eq!(
+            unnamed.map(|_| ()),
+            Err(invalid(vec![FieldError::required(
+                "metadata.name",
+                "name or generateName is required"
+            )]))
+        );
+    }
+
+    #[test]
+    fn every_write_of_refused_metadata_is_refused_and_changes_nothing() {
+        let (mut s, _) = store();
+        let bad_label = json!({"metadata": {"labels": {"ttl": "-99999h"}}});
+        let refused = |r: Result<Written, ApiError>| match r {
+            Err(ApiError::FieldInvalid(errors)) => errors.0[0].field,
+            other => panic!("not refused: {:?}", other.map(|_| ())),
+        };
+        // Create.
+        let mut p = pod("web", None);
+        p["metadata"]["labels"] = json!({"ttl": "-99999h"});
+        assert!(matches!(s.create(p), Err(ApiError::FieldInvalid(_))));
+        let created = s.create(pod("web", None)).expect("created");
+        let k = key(&created);
+        // Patch (merge, and JSON), update, apply.
+        let patched = s.patch(&k, PatchType::Merge, None, bad_label.clone());
+        assert_eq!(refused(patched), "metadata.labels");
+        let json_patch = json!([{"op": "add", "path": "/metadata/finalizers", "value": ["a/b/c"]}]);
+        assert_eq!(
+            refused(s.patch(&k, PatchType::Json, None, json_patch)),
+            "metadata.finalizers"
+        );
+        let mut updated = Value::clone(&created);
+        updated["metadata"]["annotations"] = json!({"big": "x".repeat(300 * 1024)});
+        assert_eq!(refused(s.update(&k, updated, None)), "metadata.annotations");
+        let mut applied = pod("web", None);
+        applied["metadata"]["labels"] = json!({"-bad": "x"});
+        assert_eq!(
+            refused(s.apply(&applied, PatchType::Merge, None)),
+            "metadata.labels"
+        );
+        // Through the status subresource, which also takes labels.
+        let status = s.patch(&k, PatchType::Merge, Some("status"), bad_label);
+        assert_eq!(refused(status), "metadata.labels");
+        // Nothing was written.
+        assert_eq!(s.get(&k), Some(&created));
+        // A status write that leaves the metadata alone is not affected.
+        let running = json!({"status": {"phase": "Running"}});
+        assert!(
+            s.patch(&k, PatchType::Merge, Some("status"), running)
+                .is_ok()
+        );
     }
 
     #[test]

@@ -31,6 +31,7 @@ use tokio::task::JoinHandle;
 use super::rollout::{Record, figures_patch};
 use super::status::{Condition, patch_status};
 use crate::cluster::client::KubeCluster;
+use crate::cluster::event::Involved;
 use crate::cluster::{Cluster, EventRequest, ObjectKey, PatchRequest, WatchEvent};
 use crate::engine::Engine;
 use crate::patch::PatchType;
@@ -596,7 +597,8 @@ impl Controller {
                 "version {:?} ({}): {}",
                 record.version, record.digest, record.message
             );
-            self.send_event(&key, event_type, reason, message).await;
+            self.send_event(&key, None, event_type, reason, message)
+                .await;
         } else {
             // Another replica recorded it: the status already says so.
             let shown = self.shown(object, None);
@@ -627,12 +629,22 @@ impl Controller {
         }
     }
 
-    async fn send_event(&self, key: &ObjectKey, event_type: &str, reason: &str, message: String) {
+    /// Record an event about the StagePlugin `key` (`object`: as last written, when at
+    /// hand, for the Event's uid and version).
+    async fn send_event(
+        &self,
+        key: &ObjectKey,
+        object: Option<&Value>,
+        event_type: &str,
+        reason: &str,
+        message: String,
+    ) {
         let event = EventRequest {
             event_type: event_type.into(),
             reason: reason.into(),
             message,
             name: None,
+            involved: object.map(|o| Involved::of(key, o)).unwrap_or_default(),
         };
         if let Err(e) = self.cluster.event(key, &event).await {
             tracing::warn!(
@@ -829,11 +841,12 @@ impl Controller {
             as_user: None,
         };
         match self.cluster.patch(&key, request).await {
-            Ok(_) => {
+            Ok(written) => {
                 self.engine.metrics().plugin_status("written");
                 // The replica whose write took tells why, once.
                 if let Some(f) = shown.failure {
-                    self.send_event(&key, "Warning", f.reason, format!("{}{keeps}", f.message))
+                    let message = format!("{}{keeps}", f.message);
+                    self.send_event(&key, Some(&written), "Warning", f.reason, message)
                         .await;
                     tracing::warn!(
                         plugin = key.name,

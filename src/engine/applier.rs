@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use super::{Engine, Metrics};
 use crate::action::Action;
+use crate::cluster::event::Involved;
 use crate::cluster::{Cluster, ClusterError, EventRequest, ObjectKey, PatchRequest};
 use crate::patch;
 
@@ -39,6 +40,7 @@ impl<C: Cluster> Engine<C> {
                     reason,
                     message,
                     name: event_name,
+                    involved: Involved::of(key, object),
                 };
                 self.cluster.event(key, &event).await?;
                 Metrics::bump(&self.metrics.events);

@@ -8,6 +8,7 @@ use tokio::time::Instant;
 
 use super::journal::{Done, What};
 use super::{Engine, Job, Metrics, Outcome, RETRY_LANE, lock};
+use crate::cluster::event::Involved;
 use crate::cluster::{Cluster, ClusterError, EventRequest};
 use crate::retry::{Decision, Failure, Next};
 
@@ -72,6 +73,7 @@ impl<C: Cluster> Engine<C> {
                             job.stage.name, job.step
                         ),
                         name: None,
+                        involved: Involved::of(&job.key, &job.object),
                     };
                     if let Err(e) = self.cluster.event(&job.key, &event).await {
                         tracing::warn!(object = %job.key, error = %e, "cannot record the Warning event");

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use serde_json::Value;
 use tokio::time::Instant;
 use tracing::Instrument as _;
 
@@ -16,6 +17,7 @@ use super::journal::{Done, What};
 use super::reentry::Play;
 use super::{Engine, Job, Metrics, Outcome, lock, stage_id};
 use crate::action::{self, Action, Typing};
+use crate::cluster::event::Involved;
 use crate::cluster::{Cluster, ClusterError, EventRequest, ObjectKey};
 use crate::retry::FailureKind;
 use crate::stage::{Stage, Step};
@@ -129,7 +131,7 @@ impl<C: Cluster> Engine<C> {
             }
         };
         if let Some(chain) = self.finish(&key, outcome) {
-            self.slowed_down(&key, &chain).await;
+            self.slowed_down(&key, &job.object, &chain).await;
         }
     }
 
@@ -169,17 +171,18 @@ impl<C: Cluster> Engine<C> {
             let before = resource_version(&job.object).map(str::to_owned);
             let kind = action.kind();
             let is_patch = matches!(action, Action::Patch { .. });
+            let is_event = matches!(action, Action::Event { .. });
             let detail = self.journal.as_ref().map(|_| action.summary());
             // Where the cluster is in this process, let go of the object while writing
             // it, so the store (then its only holder) can move it instead of copying.
-            // (Not once it is gone: only events follow then.)
-            let cheap = self.cluster.cheap_noop_writes() && !*deleted;
+            // (Not once it is gone: only events follow then; nor for an event, which
+            // names the object as the step saw it.)
+            let cheap = self.cluster.cheap_noop_writes() && !*deleted && !is_event;
             let held = Arc::downgrade(&job.object);
             if cheap {
                 job.object = Arc::default();
             }
-            let event_name = matches!(action, Action::Event { .. })
-                .then(|| super::job::event_name(&key.name, job.origin, index));
+            let event_name = is_event.then(|| super::job::event_name(&key.name, job.origin, index));
             let sent = self.send(key, &job.object, action, event_name).await;
             if cheap && matches!(sent, Ok(Sent::Nothing) | Err(_)) {
                 match held.upgrade() {
@@ -235,7 +238,7 @@ impl<C: Cluster> Engine<C> {
     /// Say once that `key` was slowed down by the loop guard for playing the Stages of
     /// `chain` back to back again and again: a warning in the log and a Warning Event on
     /// the object, both naming the Stages.
-    async fn slowed_down(&self, key: &ObjectKey, chain: &Chain) {
+    async fn slowed_down(&self, key: &ObjectKey, object: &Value, chain: &Chain) {
         let guard = &self.loop_guard;
         let stages = self.stages();
         let mut names: Vec<String> = chain
@@ -272,6 +275,7 @@ impl<C: Cluster> Engine<C> {
             reason: "StageLoop".to_owned(),
             message,
             name: None,
+            involved: Involved::of(key, object),
         };
         if let Err(e) = self.cluster.event(key, &event).await {
             tracing::warn!(object = %key, error = %e, "cannot record the Warning event");

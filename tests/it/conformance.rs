@@ -386,3 +386,80 @@ async fn the_embedded_server_answers_every_recorded_request_as_kube_apiserver() 
         stale.join("\n")
     );
 }
+
+/// The keys of `v`, walked into objects and the first element of arrays.
+fn keys(v: &Value, path: &str, out: &mut Vec<String>) {
+    match v {
+        Value::Object(map) => {
+            for (k, child) in map {
+                let p = format!("{path}.{k}");
+                out.push(p.clone());
+                keys(child, &p, out);
+            }
+        }
+        Value::Array(items) => {
+            if let Some(first) = items.first() {
+                keys(first, &format!("{path}[]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Metadata kube-apiserver refuses (a label value, an annotation key, a finalizer) is
+/// refused with the 422 it answered an invalid name with (`11-create-bad-name-422`): the
+/// same Status fields, a cause per problem, and the message built from them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_metadata_is_answered_as_kube_apiserver_answers_an_invalid_field() {
+    let h = crate::apiserver::harness(Config::default()).await;
+    let recorded = transcripts()
+        .into_iter()
+        .find(|(name, _)| name.starts_with("11-"))
+        .map(|(_, exchange)| exchange)
+        .expect("transcript 11");
+    let mut real_keys = Vec::new();
+    keys(&recorded["response"]["body"], "", &mut real_keys);
+    for (metadata, field, value) in [
+        (
+            serde_json::json!({"labels": {"ttl": "-99999h"}}),
+            "metadata.labels",
+            "-99999h",
+        ),
+        (
+            serde_json::json!({"annotations": {"a b": "x"}}),
+            "metadata.annotations",
+            "a b",
+        ),
+        (
+            serde_json::json!({"finalizers": ["a/b/c"]}),
+            "metadata.finalizers",
+            "a/b/c",
+        ),
+    ] {
+        let mut request = recorded["request"].clone();
+        request["body"]["metadata"]["name"] = Value::String("web".into());
+        for (k, v) in metadata.as_object().expect("metadata") {
+            request["body"]["metadata"][k] = v.clone();
+        }
+        let (status, _, body) = send(&h.client, &request, &Mapping::default()).await;
+        assert_eq!(status, 422, "{body}");
+        let mut ours = Vec::new();
+        keys(&body, "", &mut ours);
+        assert_eq!(ours, real_keys, "{body}");
+        assert_eq!(body["reason"], "Invalid");
+        assert_eq!(body["details"]["kind"], "Pod");
+        assert_eq!(body["details"]["name"], "web");
+        let cause = &body["details"]["causes"][0];
+        assert_eq!(cause["field"], field, "{body}");
+        assert_eq!(cause["reason"], "FieldValueInvalid", "{body}");
+        let message = cause["message"].as_str().expect("message");
+        assert!(
+            message.starts_with(&format!("Invalid value: {value:?}: ")),
+            "{message}"
+        );
+        assert_eq!(
+            body["message"],
+            format!("Pod \"web\" is invalid: {field}: {message}")
+        );
+    }
+}

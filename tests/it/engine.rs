@@ -814,4 +814,29 @@ async fn an_outage_is_two_lines_in_the_log_however_many_steps_fail() {
     // Refused for 60 s; the first retry after that (1 s, 2 s, ... 32 s apart, +20%)
     // gets through.
     assert!((60.0..=120.0).contains(&lasted), "{lasted}s out");
+
+/// The Events the engine records on the in-memory cluster name the object as the step
+/// saw it: its uid, a resourceVersion it had, and its node (the kubelet's host).
+#[tokio::test(start_paused = true)]
+async fn recorded_events_name_the_objects_uid_version_and_node() {
+    let w = world(FaultSpec::none(), 2);
+    let created = w.cluster.insert(pod("web")).expect("created");
+    let uid = created["metadata"]["uid"].as_str().expect("uid").to_owned();
+    assert!(
+        wait_until(|| running(&w.cluster, "web"), Duration::from_secs(3600)).await,
+        "web Running"
+    );
+    let events: Vec<_> = w
+        .cluster
+        .events()
+        .into_iter()
+        .filter(|e| e.object == key("web"))
+        .collect();
+    assert!(!events.is_empty(), "the Stages sent events");
+    for e in &events {
+        let involved = &e.event.involved;
+        assert_eq!(involved.uid, uid, "{e:?}");
+        assert!(involved.resource_version.parse::<u64>().is_ok(), "{e:?}");
+        assert_eq!(involved.host.as_deref(), Some("node-0"), "{e:?}");
+    }
 }

@@ -209,3 +209,151 @@ async fn kubectl_applies_gets_patches_waits_and_deletes() {
     .await
     .expect("kubectl steps");
 }
+
+/// A Stage that greets a pod annotated `greet: "yes"` once: an Event, then a mark.
+const GREET: &str = r#"
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata: {name: pod-greeted}
+spec:
+  resourceRef: {apiGroup: v1, kind: Pod}
+  selector:
+    matchAnnotations: {greet: "yes"}
+    matchExpressions:
+    - {key: .metadata.annotations.greeted, operator: DoesNotExist}
+  next:
+    event: {type: Normal, reason: Greeted, message: hello from kstage}
+    patches:
+    - type: merge
+      template: '{"metadata": {"annotations": {"greeted": "yes"}}}'
+"#;
+
+/// The pod `web` in `default`, bound to `node-1`, with `annotations`.
+fn web(annotations: serde_json::Value) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "web", "namespace": "default", "annotations": annotations},
+        "spec": {"nodeName": "node-1", "containers": [{"name": "c", "image": "busybox"}]},
+    })
+}
+
+/// The lines of `kubectl describe`'s `Events:` section.
+fn events_section(described: &str) -> Vec<String> {
+    described
+        .lines()
+        .skip_while(|l| !l.starts_with("Events:"))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(kstage_kubectl), ignore = "kubectl is not on PATH")]
+async fn kubectl_describe_shows_a_stages_events_and_not_a_predecessors() {
+    use std::sync::Arc;
+
+    use kstage::clock::{Clock, SystemClock};
+    use kstage::cluster::ObjectKey;
+    use kstage::cluster::client::KubeCluster;
+    use kstage::engine::{Engine, EngineConfig};
+    use kstage::stage::StageSet;
+    use kstage::template::{Renderer, StageEnv};
+
+    let server = ApiServer::start(Config::default()).await.expect("server");
+    let dir = crate::scratch("kubectl-describe");
+    let kubeconfig = dir.join("kubeconfig");
+    server.write_kubeconfig(&kubeconfig).expect("kubeconfig");
+    let cluster = KubeCluster::new(crate::e2e::kube_config(&server).await).expect("cluster");
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let renderer = Renderer::new(Arc::new(StageEnv::new(
+        clock.clone(),
+        chrono::Utc::now(),
+        "describe",
+    )));
+    let loaded = kstage::stage::load::load_str(GREET, &renderer).expect("stage");
+    assert!(loaded.problems.is_empty(), "{:?}", loaded.problems);
+    let config = EngineConfig {
+        workers: 1,
+        clock,
+        ..EngineConfig::default()
+    };
+    let engine = Engine::new(Arc::new(cluster), StageSet::new(loaded.stages), config);
+    let tasks = engine.start();
+    let state = &server.server().state;
+    state
+        .create(
+            serde_json::json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-1"}}),
+        )
+        .expect("node");
+    let first = state
+        .create(web(serde_json::json!({"greet": "yes"})))
+        .expect("pod");
+    let first_uid = first["metadata"]["uid"].as_str().expect("uid").to_owned();
+    crate::e2e::wait_for(
+        state,
+        "v1",
+        "Event",
+        "the Greeted event",
+        |all| all.iter().any(|e| e["reason"] == "Greeted"),
+        |_| true,
+    )
+    .await;
+
+    let kc = kubeconfig.clone();
+    let described = tokio::task::spawn_blocking(move || {
+        kubectl(&kc, &["describe", "pod", "web", "-n", "default"])
+    })
+    .await
+    .expect("kubectl describe");
+    let section = events_section(&described);
+    let greeted = section
+        .iter()
+        .find(|l| l.contains("Greeted"))
+        .unwrap_or_else(|| panic!("no Greeted event under Events:\n{described}"));
+    for column in ["Normal", "kstage", "hello from kstage"] {
+        assert!(greeted.contains(column), "{greeted}\n{described}");
+    }
+
+    // The pod goes away and a successor of the same name comes, which no Stage greets.
+    let key = ObjectKey {
+        api_version: "v1".into(),
+        kind: "Pod".into(),
+        namespace: "default".into(),
+        name: "web".into(),
+    };
+    state.delete(&key, Some(0)).expect("deleted");
+    let second = state.create(web(serde_json::json!({}))).expect("successor");
+    assert_ne!(second["metadata"]["uid"].as_str(), Some(first_uid.as_str()));
+    let kc = kubeconfig.clone();
+    let (described, listed) = tokio::task::spawn_blocking(move || {
+        let described = kubectl(&kc, &["describe", "pod", "web", "-n", "default"]);
+        let listed = kubectl(
+            &kc,
+            &[
+                "get",
+                "events",
+                "-n",
+                "default",
+                "--field-selector",
+                "involvedObject.name=web,reason=Greeted",
+                "-o",
+                "jsonpath={.items[*].involvedObject.uid}",
+            ],
+        );
+        (described, listed)
+    })
+    .await
+    .expect("kubectl describe");
+    // The predecessor's Event is still there, under its own uid ...
+    assert_eq!(listed.trim(), first_uid);
+    // ... and the successor's description does not show it.
+    let section = events_section(&described);
+    assert!(
+        section.first().is_some_and(|l| l.contains("<none>")),
+        "{described}"
+    );
+    assert!(!described.contains("Greeted"), "{described}");
+    engine.shutdown();
+    for t in tasks {
+        t.abort();
+    }
+}

@@ -188,6 +188,74 @@ metadata:
     );
 }
 
+/// A write the API server would refuse for its metadata (a label value that is no label
+/// value) is refused by the simulated one too, and reported like any failed write: an
+/// error in the timeline and the counts, exit code 1, the object left as it was.
+#[test]
+fn a_write_of_invalid_metadata_is_refused_and_reported() {
+    let dir = tempdir("invalid-metadata");
+    let stage = write(
+        &dir,
+        "ttl.yaml",
+        "apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: ttl
+spec:
+  resourceRef: {apiGroup: v1, kind: ConfigMap}
+  selector:
+    matchExpressions:
+    - {key: .metadata.labels.ttl, operator: DoesNotExist}
+  next:
+    patches:
+    - type: merge
+      template: '{\"metadata\": {\"labels\": {\"ttl\": \"-99999h\"}}}'
+",
+    );
+    let cm = write(
+        &dir,
+        "cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: default}\n",
+    );
+    // A run with failed writes exits 1, its report written all the same.
+    let run = kstage(&[
+        "sim",
+        "--stages",
+        &stage,
+        "--objects",
+        &cm,
+        "--until",
+        "10m",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(run.status.code(), Some(1));
+    let out = String::from_utf8_lossy(&run.stdout);
+    let report: Value = serde_json::from_str(&out).expect("json report");
+    let errors: Vec<&str> = report["timeline"]
+        .as_array()
+        .expect("timeline")
+        .iter()
+        .filter_map(|e| e["error"].as_str())
+        .collect();
+    assert!(!errors.is_empty(), "{out}");
+    for error in &errors {
+        assert!(
+            error.contains(
+                "metadata.labels: Invalid value: \"-99999h\": a valid label must be an empty string"
+            ),
+            "{error}"
+        );
+    }
+    assert!(
+        report["stats"]["errors"].as_u64().is_some_and(|n| n >= 1),
+        "{}",
+        report["stats"]
+    );
+    let settings = &report["objects"][0];
+    assert!(settings["metadata"].get("labels").is_none(), "{settings}");
+}
+
 #[test]
 fn same_seed_same_output_byte_for_byte() {
     let args = |seed: &'static str| {
