@@ -183,6 +183,17 @@ fn contains(cidr: &str, ip: &str) -> bool {
 /// Every node has ranges, the odd ones their preset ones, no two overlap; every pod's
 /// addresses are its own and lie in its node's ranges.
 fn assert_unique(state: &State) {
+    let pods = list(state, "Pod");
+    let mut owners: BTreeMap<String, String> = BTreeMap::new();
+    for pod in &pods {
+        let name = text(pod, "/metadata/name");
+        let ips = pod.pointer("/status/podIPs").and_then(Value::as_array);
+        for ip in ips.into_iter().flatten().map(|ip| text(ip, "/ip")) {
+            if let Some(first) = owners.insert(ip.to_owned(), name.to_owned()) {
+                panic!("{ip} given to {first} and {name}");
+            }
+        }
+    }
     let nodes: BTreeMap<String, Vec<String>> = list(state, "Node")
         .iter()
         .map(|n| {
@@ -210,8 +221,6 @@ fn assert_unique(state: &State) {
             }
         }
     }
-    let pods = list(state, "Pod");
-    let mut owners: BTreeMap<String, String> = BTreeMap::new();
     for pod in &pods {
         let name = text(pod, "/metadata/name");
         let node = &nodes[text(pod, "/spec/nodeName")];
@@ -224,9 +233,6 @@ fn assert_unique(state: &State) {
         assert_eq!(ips.len(), 2, "{name}: {ips:?}");
         for (ip, cidr) in ips.iter().zip(node) {
             assert!(contains(cidr, ip), "{name}: {ip} is not in {cidr}");
-            if let Some(first) = owners.insert((*ip).to_owned(), name.to_owned()) {
-                panic!("{ip} given to {first} and {name}");
-            }
         }
     }
     eprintln!(
@@ -319,4 +325,138 @@ async fn two_replicas_give_distinct_pod_addresses_across_a_crash() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_replicas_give_distinct_pod_addresses_across_a_graceful_handover() {
     unique_addresses_across(3, true).await;
+}
+
+/// Node IPAM of one replica over `server`, its pools only from node ranges.
+async fn node_ipam(server: &ApiServer, v4: &str) -> (NodeIpam, Arc<StageEnv>) {
+    let client = kube::Client::try_from(kube_config(server).await).expect("client");
+    let env = StageEnv::new(Arc::new(SystemClock), Utc::now(), "ipam")
+        .with_pod_cidrs(v4, "fd00:10:244::/64")
+        .expect("ranges")
+        .with_node_ranges_only(true);
+    let env = Arc::new(env);
+    (NodeIpam::new(client, env.clone()), env)
+}
+
+fn key(kind: &str, name: &str) -> kstage::cluster::ObjectKey {
+    let namespace = if kind == "Pod" { "default" } else { "" };
+    kstage::cluster::ObjectKey {
+        api_version: "v1".into(),
+        kind: kind.into(),
+        namespace: namespace.into(),
+        name: name.into(),
+    }
+}
+
+fn pod_cidrs_of(state: &State, node: &str) -> Vec<String> {
+    let node = state.get(&key("Node", node)).expect("node");
+    let cidrs = node.pointer("/spec/podCIDRs").and_then(Value::as_array);
+    let cidrs = cidrs.into_iter().flatten().filter_map(Value::as_str);
+    cidrs.map(str::to_owned).collect()
+}
+
+fn names(prefix: &str, range: std::ops::Range<usize>) -> Vec<String> {
+    range.map(|i| format!("{prefix}{i}")).collect()
+}
+
+fn address(env: &StageEnv, uid: &str, node: &str) -> Result<String, String> {
+    let pod = kstage::ipam::PodId {
+        uid,
+        namespace: "default",
+        name: uid,
+    };
+    env.ipam().pod_address(Some(&pod), node)
+}
+
+/// The replica that takes a node over learns the addresses its pods have before it
+/// plays the node: it hands out none of them again, and the pods keep theirs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_taking_a_node_over_learns_its_pods_addresses() {
+    let server = ApiServer::start(Config::default()).await.expect("server");
+    let state = &server.server().state;
+    let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n"},
+                      "spec": {"podCIDRs": ["10.244.9.0/24", "fd00:10:244:0:9::/80"]}});
+    state.create(node).expect("node");
+    for (name, ip) in [
+        ("a", "10.244.9.1"),
+        ("b", "10.244.9.2"),
+        ("c", "10.244.9.4"),
+    ] {
+        state
+            .create(json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": "default", "uid": name},
+                "spec": {"nodeName": "n", "containers": [{"name": "c", "image": "i"}]}}))
+            .expect("pod");
+        let status = json!({"status": {"podIP": ip, "podIPs": [{"ip": ip}]}});
+        state
+            .patch(
+                &key("Pod", name),
+                kstage::patch::PatchType::Merge,
+                Some("status"),
+                status,
+            )
+            .expect("status");
+    }
+    let (ipam, env) = node_ipam(&server, "10.244.0.0/16").await;
+    assert!(address(&env, "new", "n").is_err(), "no range before");
+    let ready = ipam.prepare_nodes(&["n".to_owned()], &[]).await;
+    assert_eq!(ready, BTreeSet::from(["n".to_owned()]));
+    // The pods' UIDs are the store's; new pods get the addresses nobody has.
+    let given: Vec<String> = ["new-0", "new-1"]
+        .iter()
+        .map(|uid| address(&env, uid, "n").expect("address"))
+        .collect();
+    assert_eq!(given, ["10.244.9.3", "10.244.9.5"]);
+    assert_eq!(env.ipam().leased_pods(), 5);
+}
+
+/// Two replicas giving ranges to their nodes at the same time give each node its own;
+/// when every range is taken, the claims of deleted nodes are collected and reused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_assigning_at_once_never_give_one_range_twice() {
+    let server = ApiServer::start(Config::default()).await.expect("server");
+    let state = &server.server().state;
+    // A /20: 16 node ranges for 12 nodes.
+    for name in names("node-", 0..12) {
+        state
+            .create(json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}}))
+            .expect("node");
+    }
+    let (a, _) = node_ipam(&server, "10.0.0.0/20").await;
+    let (b, _) = node_ipam(&server, "10.0.0.0/20").await;
+    let (first, second) = (names("node-", 0..6), names("node-", 6..12));
+    let (ready_a, ready_b) =
+        tokio::join!(a.prepare_nodes(&first, &[]), b.prepare_nodes(&second, &[]));
+    assert_eq!(ready_a.len() + ready_b.len(), 12);
+    let mut ranges = BTreeMap::new();
+    for name in names("node-", 0..12) {
+        let cidrs = pod_cidrs_of(state, &name);
+        assert_eq!(cidrs.len(), 2, "{name}: {cidrs:?}");
+        if let Some(other) = ranges.insert(cidrs[0].clone(), name.clone()) {
+            panic!("{} given to {other} and {name}", cidrs[0]);
+        }
+    }
+    // The 12 lowest ranges, whatever the order.
+    let expected: BTreeSet<String> = (0..12).map(|i| format!("10.0.{i}.0/24")).collect();
+    assert_eq!(ranges.keys().cloned().collect::<BTreeSet<_>>(), expected);
+    // Fill the last 4, then one more node: none is free.
+    let rest = names("more-", 0..5);
+    for name in &rest {
+        state
+            .create(json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}}))
+            .expect("node");
+    }
+    a.prepare_nodes(&rest, &[]).await;
+    let without: Vec<&String> = rest
+        .iter()
+        .filter(|n| pod_cidrs_of(state, n).is_empty())
+        .collect();
+    assert_eq!(without.len(), 1, "one node left without a range");
+    // A node goes (its claim stays: this server has no garbage collector); the next
+    // round collects the claim and gives its range to the waiting node.
+    let freed = pod_cidrs_of(state, "node-3");
+    state.delete(&key("Node", "node-3"), None).expect("deleted");
+    let waiting = without[0].clone();
+    b.prepare_nodes(&[], std::slice::from_ref(&waiting)).await;
+    assert_eq!(pod_cidrs_of(state, &waiting), freed);
 }
