@@ -23,6 +23,7 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -65,6 +66,7 @@ pub struct NodeIpam {
     pods: Api<Pod>,
     leases: Api<Lease>,
     env: Arc<StageEnv>,
+    budget: Duration,
 }
 
 impl std::fmt::Debug for NodeIpam {
@@ -126,7 +128,17 @@ impl NodeIpam {
             pods: Api::all(client.clone()),
             leases: Api::namespaced(client, NAMESPACE),
             env,
+            budget: Duration::from_secs(10),
         }
+    }
+
+    /// How long one round may spend assigning ranges (default 10 s; the lease loop
+    /// renews nothing meanwhile, so keep it well under the lease duration). Nodes left
+    /// without a range are played anyway and given one at the next rounds.
+    #[must_use]
+    pub fn with_budget(mut self, budget: Duration) -> Self {
+        self.budget = budget;
+        self
     }
 
     /// Prepare the nodes `taken` (just won) and `unready` (played, without a range):
@@ -232,7 +244,12 @@ impl NodeIpam {
         let mut claims = self.claims().await?;
         let mut blocked = self.blocked(nodes, &claims);
         let mut collected = false;
+        let deadline = tokio::time::Instant::now() + self.budget;
         for node in pending {
+            if tokio::time::Instant::now() >= deadline {
+                tracing::info!("pod range assignment goes on at the next round");
+                return Ok(());
+            }
             let uid = node.metadata.uid.as_deref().unwrap_or("");
             let earlier = claims
                 .iter()

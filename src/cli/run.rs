@@ -481,10 +481,11 @@ pub(super) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                 },
                 clock.clone(),
             )
-            .with_gate(Arc::new(crate::node_ipam::NodeIpam::new(
-                cluster.client().clone(),
-                env.clone(),
-            )));
+            .with_gate(Arc::new(
+                crate::node_ipam::NodeIpam::new(cluster.client().clone(), env.clone())
+                    // A round that assigns ranges still renews within a lease duration.
+                    .with_budget(args.lease_duration / 4),
+            ));
             cluster = cluster.with_held_nodes(leases.held());
             held_leases = Some(leases.held());
             let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();

@@ -460,3 +460,32 @@ async fn replicas_assigning_at_once_never_give_one_range_twice() {
     b.prepare_nodes(&[], std::slice::from_ref(&waiting)).await;
     assert_eq!(pod_cidrs_of(state, &waiting), freed);
 }
+
+/// A round out of time for assigning ranges still lets the node be played; a later
+/// round gives it its range.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_left_without_a_range_is_played_and_given_one_later() {
+    let server = ApiServer::start(Config::default()).await.expect("server");
+    let state = &server.server().state;
+    state
+        .create(json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n"}}))
+        .expect("node");
+    let (ipam, env) = node_ipam(&server, "10.244.0.0/16").await;
+    let out_of_time = ipam.with_budget(Duration::ZERO);
+    let ready = out_of_time.prepare_nodes(&["n".to_owned()], &[]).await;
+    assert_eq!(ready, BTreeSet::from(["n".to_owned()]), "played anyway");
+    assert!(pod_cidrs_of(state, "n").is_empty());
+    assert!(address(&env, "p", "n").is_err(), "its pods wait");
+    let next_round = out_of_time.with_budget(Duration::from_secs(10));
+    assert!(
+        next_round
+            .prepare_nodes(&[], &["n".to_owned()])
+            .await
+            .is_empty()
+    );
+    assert_eq!(
+        pod_cidrs_of(state, "n"),
+        ["10.244.0.0/24", "fd00:10:244::/80"]
+    );
+    assert_eq!(address(&env, "p", "n").as_deref(), Ok("10.244.0.1"));
+}
