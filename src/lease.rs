@@ -11,7 +11,9 @@
 //! resourceVersion it read, so two replicas racing for a Lease cannot both win. The set
 //! of nodes held is published on a `watch` channel; the cluster adapter delivers only the
 //! objects of held nodes to the engine (and reports the objects of a node it lost as
-//! gone, so their queued work is cancelled).
+//! gone, so their queued work is cancelled). A [`NodeGate`] prepares a node just won
+//! before it is published (its pod range and its pods' addresses: see
+//! [`crate::node_ipam`]).
 
 use std::collections::BTreeSet;
 use std::future::Future;
@@ -19,6 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
+use futures_util::future::BoxFuture;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, PostParams};
 use serde_json::json;
@@ -43,6 +46,21 @@ pub struct LeaseConfig {
 
 pub use crate::cluster::managed::HeldNodes;
 
+/// What a replica does to the nodes it holds before it plays them.
+pub trait NodeGate: Send + Sync + std::fmt::Debug {
+    /// Whether a node held and played needs [`NodeGate::prepare`] again.
+    fn ready(&self, node: &str) -> bool;
+
+    /// Prepare the nodes `taken` (just won) and `unready` (played already, not
+    /// [`ready`](NodeGate::ready)). Returns the nodes of `taken` that may be played;
+    /// the others are tried again at the next round.
+    fn prepare<'a>(
+        &'a self,
+        taken: &'a [String],
+        unready: &'a [String],
+    ) -> BoxFuture<'a, BTreeSet<String>>;
+}
+
 /// The lease loop of one replica.
 #[derive(Debug)]
 pub struct Leases {
@@ -50,6 +68,7 @@ pub struct Leases {
     config: LeaseConfig,
     clock: Arc<dyn Clock>,
     held: watch::Sender<BTreeSet<String>>,
+    gate: Option<Arc<dyn NodeGate>>,
 }
 
 fn timestamp(t: DateTime<Utc>) -> String {
@@ -64,7 +83,15 @@ impl Leases {
             config,
             clock,
             held: watch::Sender::new(BTreeSet::new()),
+            gate: None,
         }
+    }
+
+    /// Play a node won only once `gate` prepared it.
+    #[must_use]
+    pub fn with_gate(mut self, gate: Arc<dyn NodeGate>) -> Self {
+        self.gate = Some(gate);
+        self
     }
 
     /// The nodes held, updated as leases are won and lost.
@@ -110,6 +137,7 @@ impl Leases {
                     held.insert(node.clone());
                 }
             }
+            let held = self.prepared(held, &before).await;
             self.held.send_if_modified(|current| {
                 let changed = *current != held;
                 *current = held;
@@ -124,6 +152,34 @@ impl Leases {
                 }
             }
         }
+    }
+
+    /// The nodes of `held` that may be played: those of `before` (played already; the
+    /// gate prepares again those not ready) and those the gate prepared.
+    async fn prepared(
+        &self,
+        mut held: BTreeSet<String>,
+        before: &BTreeSet<String>,
+    ) -> BTreeSet<String> {
+        let Some(gate) = &self.gate else {
+            return held;
+        };
+        let taken: Vec<String> = held
+            .iter()
+            .filter(|n| !before.contains(*n))
+            .cloned()
+            .collect();
+        let unready: Vec<String> = held
+            .iter()
+            .filter(|n| before.contains(*n) && !gate.ready(n))
+            .cloned()
+            .collect();
+        if taken.is_empty() && unready.is_empty() {
+            return held;
+        }
+        let prepared = gate.prepare(&taken, &unready).await;
+        held.retain(|n| before.contains(n) || prepared.contains(n));
+        held
     }
 
     /// Let go of every Lease this replica holds, so the others take its nodes at their

@@ -32,7 +32,8 @@
 //!   [`apiserver`]: the embedded Kubernetes API server (real HTTP) over that store.
 //! - [`daemon`]: the engine against an API server, Stages from files and live Stage
 //!   resources (with their status), plugins from StagePlugin resources; [`serve`]: its
-//!   probes and `/metrics`; [`lease`]: node leases between replicas.
+//!   probes and `/metrics`; [`lease`]: node leases between replicas, [`node_ipam`]:
+//!   the pod ranges of their nodes.
 //! - [`sim`]: deterministic simulation; [`explain`]: `kstage stage explain`; [`lint`]:
 //!   what `kstage stage lint` warns about; [`bench`](mod@bench): benchmarks against an
 //!   API server.
@@ -59,6 +60,7 @@ pub mod apiserver;
 pub mod daemon;
 pub mod serve;
 pub mod lease;
+pub mod node_ipam;
 pub mod sim;
 pub mod explain;
 pub mod lint;

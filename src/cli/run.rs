@@ -327,6 +327,11 @@ pub(super) fn template_env(
     clock: Arc<dyn Clock>,
     cidr: Option<&str>,
 ) -> anyhow::Result<Arc<StageEnv>> {
+    Ok(Arc::new(stage_env(clock, cidr)?))
+}
+
+/// [`template_env`], not yet shared.
+fn stage_env(clock: Arc<dyn Clock>, cidr: Option<&str>) -> anyhow::Result<StageEnv> {
     let env = StageEnv::new(clock, chrono::Utc::now(), env!("CARGO_PKG_VERSION"));
     let env = match cidr {
         None => env,
@@ -341,7 +346,7 @@ pub(super) fn template_env(
             env.with_context(|| format!("--cidr {cidr:?}"))?
         }
     };
-    Ok(Arc::new(env))
+    Ok(env)
 }
 
 /// The Stages of `paths`; none without paths.
@@ -437,7 +442,12 @@ pub(super) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         anyhow::bail!("nothing to play: give --stages PATH... and/or --stage-crds");
     }
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let env = template_env(clock.clone(), args.engine.cidr.as_deref())?;
+    // Several replicas: pods get addresses from their node's range only, which
+    // node_ipam assigns (the global range would be shared by every replica).
+    let env = Arc::new(
+        stage_env(clock.clone(), args.engine.cidr.as_deref())?
+            .with_node_ranges_only(args.node_leases),
+    );
     let renderer = Renderer::new(env.clone());
     let files = stage_files(&args.stages, &renderer)?;
     let plugins = Plugins::load(
@@ -470,7 +480,12 @@ pub(super) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                     duration: args.lease_duration,
                 },
                 clock.clone(),
-            );
+            )
+            .with_gate(Arc::new(
+                crate::node_ipam::NodeIpam::new(cluster.client().clone(), env.clone())
+                    // A round that assigns ranges still renews within a lease duration.
+                    .with_budget(args.lease_duration / 4),
+            ));
             cluster = cluster.with_held_nodes(leases.held());
             held_leases = Some(leases.held());
             let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();

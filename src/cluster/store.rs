@@ -355,6 +355,7 @@ impl MemoryStore {
             }
             _ => {
                 let patched = patch::apply(old, patch_type, &data, &key.kind).map_err(invalid)?;
+                check_pod_cidrs(old, &patched, key)?;
                 self.main_write(old, patched, key)
             }
         };
@@ -380,7 +381,10 @@ impl MemoryStore {
             Some(other) => {
                 return Err(ApiError::NotFound(format!("{key} subresource {other}")));
             }
-            None => self.main_write(old, object, key),
+            None => {
+                check_pod_cidrs(old, &object, key)?;
+                self.main_write(old, object, key)
+            }
         };
         self.commit(key, new, Enforce::ClientWrite)
     }
@@ -635,6 +639,29 @@ impl MemoryStore {
     }
 }
 
+/// kube-apiserver's rule for a node's pod ranges: `spec.podCIDRs` (`podCIDR`) may go
+/// from none to some (as the node IPAM controller sets them), never change after.
+fn check_pod_cidrs(old: &Value, new: &Value, key: &ObjectKey) -> Result<(), ApiError> {
+    if key.api_version != "v1" || key.kind != "Node" {
+        return Ok(());
+    }
+    let cidrs = |node: &Value| -> Vec<Value> {
+        match node.pointer("/spec/podCIDRs").and_then(Value::as_array) {
+            Some(list) if !list.is_empty() => list.clone(),
+            _ => node.pointer("/spec/podCIDR").cloned().into_iter().collect(),
+        }
+    };
+    let before = cidrs(old);
+    if before.is_empty() || before == cidrs(new) {
+        return Ok(());
+    }
+    Err(ApiError::FieldInvalid {
+        field: "spec.podCIDRs",
+        reason: "FieldValueForbidden",
+        message: "Forbidden: node updates may not change podCIDR except from \"\" to valid".into(),
+    })
+}
+
 /// The optimistic-concurrency check of a write: a `metadata.resourceVersion` it carries
 /// must be the stored one.
 pub fn check_resource_version(
@@ -876,6 +903,46 @@ mod tests {
             s.patch(&k, PatchType::Merge, Some("status"), running)
                 .is_ok()
         );
+    }
+
+    #[test]
+    fn a_node_s_pod_cidrs_may_be_set_once_never_changed() {
+        let (mut s, _) = store();
+        let n = s
+            .create(json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n"}}))
+            .expect("node");
+        let k = key(&n);
+        let set = json!({"spec": {"podCIDR": "10.244.1.0/24", "podCIDRs": ["10.244.1.0/24"]}});
+        let w = s.patch(&k, PatchType::Merge, None, set.clone());
+        assert!(
+            matches!(w, Ok(Written::Stored { changed: true, .. })),
+            "{w:?}"
+        );
+        // The same value again is no change; another one, or none, is forbidden.
+        assert!(s.patch(&k, PatchType::Merge, None, set).is_ok());
+        let forbidden = Err(ApiError::FieldInvalid {
+            field: "spec.podCIDRs",
+            reason: "FieldValueForbidden",
+            message: "Forbidden: node updates may not change podCIDR except from \"\" to valid"
+                .into(),
+        });
+        let other = json!({"spec": {"podCIDR": "10.244.2.0/24", "podCIDRs": ["10.244.2.0/24"]}});
+        assert_eq!(
+            s.patch(&k, PatchType::Merge, None, other).map(|_| ()),
+            forbidden
+        );
+        let stored = (**s.get(&k).expect("node")).clone();
+        let mut cleared = stored.clone();
+        cleared["spec"] = json!({});
+        assert_eq!(s.update(&k, cleared, None).map(|_| ()), forbidden);
+        assert_eq!(
+            s.get(&k).expect("node").pointer("/spec/podCIDRs"),
+            Some(&json!(["10.244.1.0/24"]))
+        );
+        // Other writes to the node go through.
+        let mut labelled = stored;
+        labelled["metadata"]["labels"] = json!({"a": "b"});
+        assert!(s.update(&k, labelled, None).is_ok());
     }
 
     #[test]

@@ -212,6 +212,14 @@ impl StageEnv {
         self
     }
 
+    /// Whether pods may only get addresses from their node's range (several replicas;
+    /// see [`Ipam::with_node_ranges_only`]).
+    #[must_use]
+    pub fn with_node_ranges_only(mut self, only: bool) -> Self {
+        self.ipam = self.ipam.with_node_ranges_only(only);
+        self
+    }
+
     /// The ranges node addresses come from (IPv4 at most /30, IPv6 at most /126).
     ///
     /// # Errors

@@ -11,6 +11,7 @@ mod examples;
 mod faults;
 mod fixtures;
 mod hostile;
+mod ipam;
 mod golden;
 mod kubectl;
 mod plugin;

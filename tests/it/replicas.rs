@@ -3,7 +3,8 @@
 //! that keeps an audit log:
 //!
 //! - one replica gets SIGTERM while objects are being played: it exits 0, the other
-//!   takes its nodes over and finishes every object, and no Stage event is emitted twice;
+//!   takes its nodes over and finishes every object, no Stage event is emitted twice,
+//!   and no pod IP is given to two pods;
 //! - every request either replica made is one `deploy/base/rbac.yaml` allows, and every
 //!   verb that ClusterRole grants was used: it grants what kstage needs and nothing more.
 
@@ -183,6 +184,13 @@ async fn a_replica_stopped_by_sigterm_hands_over_and_the_cluster_role_covers_eve
         h.len() == NODES && h.values().all(|h| h == "replica-b")
     })
     .await;
+    // Both replicas had the same --cidr: still no address was given to two pods.
+    let listed = pods.list(&ListParams::default()).await.expect("pods").items;
+    let ips: BTreeSet<String> = listed
+        .iter()
+        .filter_map(|p| p.status.as_ref()?.pod_ip.clone())
+        .collect();
+    assert_eq!(ips.len(), 2 * PODS, "distinct pod IPs: {ips:?}");
     // Deleting every pod (a 2 s grace period): replica-b plays their removal.
     pods.delete_collection(
         &DeleteParams::default().grace_period(2),
