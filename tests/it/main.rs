@@ -16,6 +16,7 @@ mod kubectl;
 mod plugin;
 mod plugin_sim;
 mod process;
+mod protobuf;
 mod rbac;
 mod remote;
 mod replicas;
