@@ -13,6 +13,7 @@ mod fixtures;
 mod hostile;
 mod golden;
 mod kubectl;
+mod kubectl_imperative;
 mod plugin;
 mod plugin_sim;
 mod process;
