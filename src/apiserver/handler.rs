@@ -325,54 +325,19 @@ where
             None,
         ));
     }
-    let mut close_after = None;
-    if let Some(fault) = server.faults.draw_for(verb.fault_verb(), &resource.plural) {
-        match fault {
-            Fault::Refused | Fault::Reset => return Err(Abort::Reset),
-            Fault::Eof => return Err(Abort::Eof),
-            Fault::Timeout => {
-                tokio::time::sleep(server.config.fault_timeout).await;
-                return Ok(reply::error(
-                    504,
-                    "Timeout: request did not complete within the allowed duration (injected)",
-                    None,
-                ));
-            }
-            Fault::Status { code, retry_after } => {
-                return Ok(injected_status(code, retry_after));
-            }
-            Fault::Close => {
-                let max = server.config.watch_close_max.as_secs_f64();
-                close_after = Some(Duration::from_secs_f64(server.faults.unit() * max));
-            }
-        }
-    }
+    let close_after = match injected_fault(&server, verb, &resource).await {
+        Ok(close_after) => close_after,
+        Err(answer) => return answer,
+    };
     if verb.writes() && !server.config.write_latency.is_zero() {
         tokio::time::sleep(server.config.write_latency).await;
     }
     let namespace = target.namespace.as_deref();
     let r = &resource;
-    let content_type = req
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_owned();
-    if subresource == Some("scale") {
-        let body = match read_body(req).await {
-            Ok(b) => b,
-            Err(resp) => return Ok(resp),
-        };
-        return Ok(scale_request(
-            &server.state,
-            r,
-            &target,
-            verb,
-            &content_type,
-            &body,
-        ));
-    }
     Ok(match verb {
+        _ if subresource == Some("scale") => {
+            with_body(&server, r, &target, &query, verb, req).await
+        }
         Verb::Get => get(&server.state, r, &target, req.headers(), &server),
         Verb::List => list(&server, r, namespace, &query, req.headers()),
         Verb::Watch => watch::start(
@@ -383,30 +348,87 @@ where
             req.headers(),
             close_after,
         ),
-        Verb::Create | Verb::Update | Verb::Patch | Verb::Apply => {
-            let body = match read_body(req).await {
-                Ok(b) => b,
-                Err(resp) => return Ok(resp),
-            };
-            match verb {
-                Verb::Create => create(&server.state, r, namespace, &content_type, &body),
-                Verb::Update => update(&server.state, r, &target, &content_type, &body),
-                _ => patch(&server.state, r, &target, &query, &content_type, &body),
-            }
-        }
-        Verb::Delete | Verb::DeleteCollection => {
-            let body = match read_body(req).await {
-                Ok(b) => b,
-                Err(resp) => return Ok(resp),
-            };
-            let options = delete_options(&content_type, &body);
-            if verb == Verb::Delete {
-                delete(&server.state, r, &target, &query, &options)
-            } else {
-                delete_collection(&server, r, namespace, &query, &options)
-            }
-        }
+        _ => with_body(&server, r, &target, &query, verb, req).await,
     })
+}
+
+/// A request that carries a body: a write, a delete (its `DeleteOptions`), or any
+/// request to the `scale` subresource.
+async fn with_body<B>(
+    server: &Server,
+    r: &Resource,
+    target: &Target,
+    query: &Query,
+    verb: Verb,
+    req: Request<B>,
+) -> Response<Body>
+where
+    B: hyper::body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let content_type = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    let body = match read_body(req).await {
+        Ok(b) => b,
+        Err(resp) => return resp,
+    };
+    let namespace = target.namespace.as_deref();
+    let state = &server.state;
+    if target.subresource.as_deref() == Some("scale") {
+        return scale_request(state, r, target, verb, &content_type, &body);
+    }
+    match verb {
+        Verb::Create => create(state, r, namespace, &content_type, &body),
+        Verb::Update => update(state, r, target, &content_type, &body),
+        Verb::Patch | Verb::Apply => patch(state, r, target, query, &content_type, &body),
+        Verb::Delete => delete(
+            state,
+            r,
+            target,
+            query,
+            &delete_options(&content_type, &body),
+        ),
+        _ => delete_collection(
+            server,
+            r,
+            namespace,
+            query,
+            &delete_options(&content_type, &body),
+        ),
+    }
+}
+
+/// Draw a fault for the request: `Err` with what the request ends with, or `Ok` with when a
+/// watch drawn for `close` ends (`None`: no fault, or one that does not end it).
+async fn injected_fault(
+    server: &Server,
+    verb: Verb,
+    resource: &Resource,
+) -> Result<Option<Duration>, Result<Response<Body>, Abort>> {
+    let Some(fault) = server.faults.draw_for(verb.fault_verb(), &resource.plural) else {
+        return Ok(None);
+    };
+    match fault {
+        Fault::Refused | Fault::Reset => Err(Err(Abort::Reset)),
+        Fault::Eof => Err(Err(Abort::Eof)),
+        Fault::Timeout => {
+            tokio::time::sleep(server.config.fault_timeout).await;
+            Err(Ok(reply::error(
+                504,
+                "Timeout: request did not complete within the allowed duration (injected)",
+                None,
+            )))
+        }
+        Fault::Status { code, retry_after } => Err(Ok(injected_status(code, retry_after))),
+        Fault::Close => {
+            let max = server.config.watch_close_max.as_secs_f64();
+            Ok(Some(Duration::from_secs_f64(server.faults.unit() * max)))
+        }
+    }
 }
 
 fn injected_status(code: u16, retry_after: Option<Duration>) -> Response<Body> {

@@ -596,6 +596,10 @@ impl Registry {
             } else {
                 format!("{prefix}/{}", r.plural)
             };
+            if r.review {
+                paths.insert(collection, json!({"post": op("create")}));
+                continue;
+            }
             paths.insert(
                 collection.clone(),
                 json!({"post": op("create"), "get": op("list")}),
