@@ -743,6 +743,16 @@ mod tests {
     }
 
     #[test]
+    fn delete_options_keep_a_zero_grace_period() {
+        // gracePeriodSeconds 0 (a pointer: "now"), propagationPolicy "Foreground".
+        let raw = [int(1, 0), bytes(4, b"Foreground")].concat();
+        let options = decode(&envelope_of("v1", "DeleteOptions", &raw)).expect("decodes");
+        assert_eq!(options["gracePeriodSeconds"], json!(0));
+        assert_eq!(options["propagationPolicy"], json!("Foreground"));
+        assert!(decodes("meta.k8s.io/v1", "DeleteOptions"));
+    }
+
+    #[test]
     fn go_durations() {
         assert_eq!(go_duration(0), "0s");
         assert_eq!(go_duration(1_500_000_000), "1.5s");
