@@ -21,7 +21,7 @@ use super::resources::Resource;
 use super::select::Filter;
 use super::state::State;
 use super::table::wants_table;
-use super::{Server, audit, table, watch};
+use super::{Server, audit, protobuf, table, watch};
 use crate::cluster::faults::Fault;
 use crate::cluster::{ApiError, ObjectKey};
 use crate::patch::PatchType;
@@ -302,8 +302,13 @@ where
     if target.namespace.is_some() && !resource.namespaced {
         return Ok(reply::not_found());
     }
+    if resource.review {
+        return Ok(review(&server, req, &resource, &target).await);
+    }
     let subresource = target.subresource.as_deref();
-    if subresource.is_some_and(|s| s != "status" || !resource.status) {
+    if subresource
+        .is_some_and(|s| !(s == "status" && resource.status || s == "scale" && resource.scales()))
+    {
         return Ok(reply::not_found());
     }
     let Some(verb) = verb_of(req.method(), &target, &query, req.headers()) else {
@@ -320,34 +325,19 @@ where
             None,
         ));
     }
-    let mut close_after = None;
-    if let Some(fault) = server.faults.draw_for(verb.fault_verb(), &resource.plural) {
-        match fault {
-            Fault::Refused | Fault::Reset => return Err(Abort::Reset),
-            Fault::Eof => return Err(Abort::Eof),
-            Fault::Timeout => {
-                tokio::time::sleep(server.config.fault_timeout).await;
-                return Ok(reply::error(
-                    504,
-                    "Timeout: request did not complete within the allowed duration (injected)",
-                    None,
-                ));
-            }
-            Fault::Status { code, retry_after } => {
-                return Ok(injected_status(code, retry_after));
-            }
-            Fault::Close => {
-                let max = server.config.watch_close_max.as_secs_f64();
-                close_after = Some(Duration::from_secs_f64(server.faults.unit() * max));
-            }
-        }
-    }
+    let close_after = match injected_fault(&server, verb, &resource).await {
+        Ok(close_after) => close_after,
+        Err(answer) => return answer,
+    };
     if verb.writes() && !server.config.write_latency.is_zero() {
         tokio::time::sleep(server.config.write_latency).await;
     }
     let namespace = target.namespace.as_deref();
     let r = &resource;
     Ok(match verb {
+        _ if subresource == Some("scale") => {
+            with_body(&server, r, &target, &query, verb, req).await
+        }
         Verb::Get => get(&server.state, r, &target, req.headers(), &server),
         Verb::List => list(&server, r, namespace, &query, req.headers()),
         Verb::Watch => watch::start(
@@ -358,35 +348,87 @@ where
             req.headers(),
             close_after,
         ),
-        Verb::Create | Verb::Update | Verb::Patch | Verb::Apply => {
-            let content_type = req
-                .headers()
-                .get(header::CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or("")
-                .to_owned();
-            let body = match read_body(req).await {
-                Ok(b) => b,
-                Err(resp) => return Ok(resp),
-            };
-            match verb {
-                Verb::Create => create(&server.state, r, namespace, &content_type, &body),
-                Verb::Update => update(&server.state, r, &target, &content_type, &body),
-                _ => patch(&server.state, r, &target, &query, &content_type, &body),
-            }
-        }
-        Verb::Delete | Verb::DeleteCollection => {
-            let body = match read_body(req).await {
-                Ok(b) => b,
-                Err(resp) => return Ok(resp),
-            };
-            if verb == Verb::Delete {
-                delete(&server.state, r, &target, &query, &body)
-            } else {
-                delete_collection(&server, r, namespace, &query, &body)
-            }
-        }
+        _ => with_body(&server, r, &target, &query, verb, req).await,
     })
+}
+
+/// A request that carries a body: a write, a delete (its `DeleteOptions`), or any
+/// request to the `scale` subresource.
+async fn with_body<B>(
+    server: &Server,
+    r: &Resource,
+    target: &Target,
+    query: &Query,
+    verb: Verb,
+    req: Request<B>,
+) -> Response<Body>
+where
+    B: hyper::body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let content_type = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    let body = match read_body(req).await {
+        Ok(b) => b,
+        Err(resp) => return resp,
+    };
+    let namespace = target.namespace.as_deref();
+    let state = &server.state;
+    if target.subresource.as_deref() == Some("scale") {
+        return scale_request(state, r, target, verb, &content_type, &body);
+    }
+    match verb {
+        Verb::Create => create(state, r, namespace, &content_type, &body),
+        Verb::Update => update(state, r, target, &content_type, &body),
+        Verb::Patch | Verb::Apply => patch(state, r, target, query, &content_type, &body),
+        Verb::Delete => delete(
+            state,
+            r,
+            target,
+            query,
+            &delete_options(&content_type, &body),
+        ),
+        _ => delete_collection(
+            server,
+            r,
+            namespace,
+            query,
+            &delete_options(&content_type, &body),
+        ),
+    }
+}
+
+/// Draw a fault for the request: `Err` with what the request ends with, or `Ok` with when a
+/// watch drawn for `close` ends (`None`: no fault, or one that does not end it).
+async fn injected_fault(
+    server: &Server,
+    verb: Verb,
+    resource: &Resource,
+) -> Result<Option<Duration>, Result<Response<Body>, Abort>> {
+    let Some(fault) = server.faults.draw_for(verb.fault_verb(), &resource.plural) else {
+        return Ok(None);
+    };
+    match fault {
+        Fault::Refused | Fault::Reset => Err(Err(Abort::Reset)),
+        Fault::Eof => Err(Err(Abort::Eof)),
+        Fault::Timeout => {
+            tokio::time::sleep(server.config.fault_timeout).await;
+            Err(Ok(reply::error(
+                504,
+                "Timeout: request did not complete within the allowed duration (injected)",
+                None,
+            )))
+        }
+        Fault::Status { code, retry_after } => Err(Ok(injected_status(code, retry_after))),
+        Fault::Close => {
+            let max = server.config.watch_close_max.as_secs_f64();
+            Ok(Some(Duration::from_secs_f64(server.faults.unit() * max)))
+        }
+    }
 }
 
 fn injected_status(code: u16, retry_after: Option<Duration>) -> Response<Body> {
@@ -607,26 +649,44 @@ enum Encoding {
     Json,
     /// YAML, which takes JSON too.
     Yaml,
+    /// `application/vnd.kubernetes.protobuf` (see [`protobuf`]).
+    Protobuf,
 }
 
 impl Encoding {
-    /// A create or update body's encoding, by its `Content-Type`: JSON or YAML, as
-    /// kube-apiserver takes them (it takes protobuf too, which is not served here); any
-    /// other type, or none, is its 415.
-    fn of_object(content_type: &str) -> Result<Self, Response<Body>> {
+    /// A create or update body's encoding, by its `Content-Type`: JSON, YAML, or protobuf
+    /// for the kinds [`protobuf`] decodes, as kube-apiserver takes them; any other type,
+    /// or none, is its 415.
+    fn of_object(content_type: &str, resource: &Resource) -> Result<Self, Response<Body>> {
         let media = content_type.split(';').next().unwrap_or("").trim();
         if media.eq_ignore_ascii_case("application/json") {
             Ok(Self::Json)
         } else if media.eq_ignore_ascii_case("application/yaml") {
             Ok(Self::Yaml)
+        } else if media.eq_ignore_ascii_case(protobuf::MEDIA_TYPE)
+            && protobuf::decodes(&resource.api_version(), &resource.kind)
+        {
+            Ok(Self::Protobuf)
         } else {
-            Err(reply::error(
-                415,
-                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml",
-                None,
-            ))
+            Err(unsupported_body(resource))
         }
     }
+}
+
+/// kube-apiserver's 415 for a body in a format the resource does not take.
+fn unsupported_body(resource: &Resource) -> Response<Body> {
+    let accepted = if protobuf::decodes(&resource.api_version(), &resource.kind) {
+        "application/json, application/yaml, application/vnd.kubernetes.protobuf"
+    } else {
+        "application/json, application/yaml"
+    };
+    reply::error(
+        415,
+        &format!(
+            "the body of the request was in an unknown format - accepted media types include: {accepted}"
+        ),
+        None,
+    )
 }
 
 /// Decode a body that must hold one object; `Err` is why it does not, in the words of
@@ -635,6 +695,7 @@ fn object_body(body: &[u8], encoding: Encoding) -> Result<Value, String> {
     let value = match encoding {
         Encoding::Json => serde_json::from_slice::<Value>(body)
             .map_err(|e| format!("couldn't get version/kind; json parse error: {e}"))?,
+        Encoding::Protobuf => protobuf::decode(body).map_err(|e| e.to_string())?,
         Encoding::Yaml => std::str::from_utf8(body)
             .map_err(|e| format!("the body is not UTF-8 text: {e}"))
             .and_then(|text| {
@@ -655,7 +716,13 @@ fn conformed(
     content_type: &str,
     body: &[u8],
 ) -> Result<Value, Response<Body>> {
-    let encoding = Encoding::of_object(content_type)?;
+    let encoding = Encoding::of_object(content_type, resource)?;
+    if encoding == Encoding::Protobuf
+        && let Ok(envelope) = protobuf::envelope(body)
+        && !protobuf::decodes(&envelope.api_version, &envelope.kind)
+    {
+        return Err(unsupported_body(resource));
+    }
     let mut object = object_body(body, encoding).map_err(|cause| {
         reply::error(
             400,
@@ -667,7 +734,23 @@ fn conformed(
         )
     })?;
     conform(resource, target.0, target.1, &mut object)?;
+    default_fields(resource, &mut object);
     Ok(object)
+}
+
+/// kube-apiserver's defaults that clients read back: a Secret without a `type` is
+/// `Opaque` (`kubectl create secret generic` sends none).
+fn default_fields(resource: &Resource, object: &mut Value) {
+    if resource.builtin
+        && resource.kind == "Secret"
+        && let Some(map) = object.as_object_mut()
+        && map
+            .get("type")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+    {
+        map.insert("type".into(), json!("Opaque"));
+    }
 }
 
 /// The object of a server-side apply body (YAML, or JSON as YAML), which must name its
@@ -906,10 +989,9 @@ fn delete(
     resource: &Resource,
     target: &Target,
     query: &Query,
-    body: &[u8],
+    options: &Value,
 ) -> Response<Body> {
     let name = target.name.as_deref().unwrap_or("");
-    let options: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
     let key = key_of(resource, target.namespace.as_deref(), name);
     if let Some(pre) = options.get("preconditions").filter(|p| p.is_object()) {
         let current = match state.get(&key) {
@@ -927,7 +1009,7 @@ fn delete(
             }
         }
     }
-    let grace = match grace_period(query, &options) {
+    let grace = match grace_period(query, options) {
         Ok(g) => g,
         Err(r) => return r,
     };
@@ -954,14 +1036,13 @@ fn delete_collection(
     resource: &Resource,
     namespace: Option<&str>,
     query: &Query,
-    body: &[u8],
+    options: &Value,
 ) -> Response<Body> {
     let filter = match Filter::parse(resource, query) {
         Ok(f) => f,
         Err(e) => return reply::error(400, &e.0, None),
     };
-    let options: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
-    let grace = match grace_period(query, &options) {
+    let grace = match grace_period(query, options) {
         Ok(g) => g,
         Err(r) => return r,
     };
@@ -983,4 +1064,118 @@ fn delete_collection(
     }
     let metadata = json!({"resourceVersion": server.state.resource_version().to_string()});
     reply::json_bytes(StatusCode::OK, list_json(resource, &metadata, &items))
+}
+
+/// The `DeleteOptions` of a delete's body (JSON, or protobuf from typed clients); `null`
+/// when there are none or they cannot be read.
+fn delete_options(content_type: &str, body: &[u8]) -> Value {
+    let media = content_type.split(';').next().unwrap_or("").trim();
+    if media.eq_ignore_ascii_case(protobuf::MEDIA_TYPE) {
+        return protobuf::decode(body).unwrap_or(Value::Null);
+    }
+    serde_json::from_slice(body).unwrap_or(Value::Null)
+}
+
+/// A request to a review (see [`review`](super::review)): create only.
+async fn review<B>(
+    server: &Server,
+    req: Request<B>,
+    resource: &Resource,
+    target: &Target,
+) -> Response<Body>
+where
+    B: hyper::body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    if req.method() != Method::POST || target.name.is_some() || target.namespace.is_some() {
+        return reply::error(
+            405,
+            "the server does not allow this method on the requested resource",
+            None,
+        );
+    }
+    let content_type = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    let body = match read_body(req).await {
+        Ok(b) => b,
+        Err(resp) => return resp,
+    };
+    let object = match conformed(resource, (None, None), &content_type, &body) {
+        Ok(o) => o,
+        Err(r) => return r,
+    };
+    // A server with a token has checked it by now; one without takes everyone.
+    let user = match server.config.token {
+        Some(_) => super::review::User {
+            name: audit::TOKEN_USER,
+            authenticated: true,
+        },
+        None => super::review::User {
+            name: audit::ANONYMOUS,
+            authenticated: false,
+        },
+    };
+    super::review::answer(resource, object, user)
+}
+
+/// A request to a Deployment's `scale` subresource (see [`scale`](super::scale)).
+fn scale_request(
+    state: &State,
+    resource: &Resource,
+    target: &Target,
+    verb: Verb,
+    content_type: &str,
+    body: &[u8],
+) -> Response<Body> {
+    let key = key_of(
+        resource,
+        target.namespace.as_deref(),
+        target.name.as_deref().unwrap_or(""),
+    );
+    match verb {
+        Verb::Get => super::scale::get(state, resource, &key),
+        Verb::Update => {
+            let media = content_type.split(';').next().unwrap_or("").trim();
+            let encoding = if media.eq_ignore_ascii_case(protobuf::MEDIA_TYPE) {
+                Encoding::Protobuf
+            } else if media.eq_ignore_ascii_case("application/yaml") {
+                Encoding::Yaml
+            } else {
+                Encoding::Json
+            };
+            match object_body(body, encoding) {
+                Ok(scale) => super::scale::update(state, resource, &key, &scale),
+                Err(cause) => reply::error(
+                    400,
+                    &format!(
+                        "the object provided is unrecognized (must be of type Scale): {cause}"
+                    ),
+                    None,
+                ),
+            }
+        }
+        Verb::Patch => {
+            let patch_type = PatchType::from_content_type(content_type);
+            match (patch_type, serde_json::from_slice::<Value>(body)) {
+                (Some(t), Ok(data)) => super::scale::patch(state, resource, &key, t, &data),
+                (None, _) => reply::api_error(
+                    resource,
+                    &key.name,
+                    &ApiError::UnsupportedMediaType(content_type.to_owned()),
+                ),
+                (_, Err(e)) => {
+                    reply::error(400, &format!("the patch could not be decoded: {e}"), None)
+                }
+            }
+        }
+        _ => reply::error(
+            405,
+            "the server does not allow this method on the requested resource",
+            None,
+        ),
+    }
 }

@@ -6,6 +6,8 @@
 //! - [`state`]: the store, and one watch history per kind;
 //! - [`request`]: routes and query parameters; [`select`]: label and field selectors;
 //! - [`handler`]: one request, verb by verb; [`watch`]: watch streams;
+//! - [`protobuf`]: protobuf request bodies; [`review`]: access and identity reviews;
+//!   [`scale`]: the scale subresource of Deployments;
 //! - [`table`]: `kubectl get` tables; [`reply`]: bodies and `Status` errors;
 //! - here: the listener (HTTP/1.1, optional TLS with a generated CA, optional bearer
 //!   token), connection resets for fault injection, and the kubeconfig.
@@ -15,9 +17,12 @@
 
 pub mod audit;
 pub mod handler;
+pub mod protobuf;
 pub mod reply;
 pub mod request;
 pub mod resources;
+pub mod review;
+pub mod scale;
 pub mod select;
 pub mod state;
 pub mod table;

@@ -49,6 +49,9 @@ pub struct Resource {
     pub columns: Vec<PrinterColumn>,
     /// The CustomResourceDefinition that defines it, for custom resources.
     pub crd: Option<String>,
+    /// A review (`SelfSubjectAccessReview` ...): created only, answered by
+    /// [`super::review`], never stored.
+    pub review: bool,
 }
 
 impl Resource {
@@ -69,7 +72,21 @@ impl Resource {
         }
     }
 
+    /// Whether it serves the `scale` subresource (`autoscaling/v1` `Scale`).
+    pub fn scales(&self) -> bool {
+        self.builtin && self.group == "apps" && self.kind == "Deployment"
+    }
+
     fn discovery(&self) -> Vec<Value> {
+        if self.review {
+            return vec![json!({
+                "name": self.plural,
+                "singularName": self.singular,
+                "namespaced": false,
+                "kind": self.kind,
+                "verbs": ["create"],
+            })];
+        }
         let mut out = vec![json!({
             "name": self.plural,
             "singularName": self.singular,
@@ -85,6 +102,17 @@ impl Resource {
                 "singularName": "",
                 "namespaced": self.namespaced,
                 "kind": self.kind,
+                "verbs": ["get", "patch", "update"],
+            }));
+        }
+        if self.scales() {
+            out.push(json!({
+                "name": format!("{}/scale", self.plural),
+                "singularName": "",
+                "namespaced": self.namespaced,
+                "group": "autoscaling",
+                "version": "v1",
+                "kind": "Scale",
                 "verbs": ["get", "patch", "update"],
             }));
         }
@@ -148,6 +176,7 @@ const BUILTINS: &[Builtin] = &[
         &["deploy"],
         true,
     ),
+    ("batch", "v1", "jobs", "Job", true, &[], true),
     (
         "rbac.authorization.k8s.io",
         "v1",
@@ -222,6 +251,13 @@ const BUILTINS: &[Builtin] = &[
     ),
 ];
 
+/// The reviews served (group, kind; version `v1`), see [`super::review`].
+const REVIEWS: &[(&str, &str)] = &[
+    ("authorization.k8s.io", "SelfSubjectAccessReview"),
+    ("authorization.k8s.io", "SelfSubjectRulesReview"),
+    ("authentication.k8s.io", "SelfSubjectReview"),
+];
+
 /// Every served resource, by group, version and plural.
 #[derive(Debug, Clone)]
 pub struct Registry {
@@ -249,7 +285,7 @@ impl Registry {
                 kind: kind.into(),
                 namespaced,
                 short_names: short.iter().map(|s| (*s).to_owned()).collect(),
-                categories: if matches!(kind, "Pod" | "Service") {
+                categories: if matches!(kind, "Pod" | "Service" | "Deployment" | "Job") {
                     vec!["all".into()]
                 } else {
                     vec![]
@@ -258,6 +294,24 @@ impl Registry {
                 builtin: true,
                 columns: vec![],
                 crd: None,
+                review: false,
+            });
+        }
+        for &(group, kind) in REVIEWS {
+            registry.insert(Resource {
+                group: group.into(),
+                version: "v1".into(),
+                plural: format!("{}s", kind.to_ascii_lowercase()),
+                singular: kind.to_ascii_lowercase(),
+                kind: kind.into(),
+                namespaced: false,
+                short_names: vec![],
+                categories: vec![],
+                status: false,
+                builtin: true,
+                columns: vec![],
+                crd: None,
+                review: true,
             });
         }
         registry
@@ -392,6 +446,7 @@ impl Registry {
                 builtin: false,
                 columns,
                 crd: Some(name.to_owned()),
+                review: false,
             });
         }
         Ok(out)
@@ -541,6 +596,10 @@ impl Registry {
             } else {
                 format!("{prefix}/{}", r.plural)
             };
+            if r.review {
+                paths.insert(collection, json!({"post": op("create")}));
+                continue;
+            }
             paths.insert(
                 collection.clone(),
                 json!({"post": op("create"), "get": op("list")}),
@@ -607,7 +666,15 @@ mod tests {
             .collect();
         assert!(names.contains(&"pods/status") && names.contains(&"nodes"));
         assert!(!names.contains(&"configmaps/status"));
-        assert!(r.resource_list("batch", "v1").is_none());
+        assert!(r.resource_list("networking.k8s.io", "v1").is_none());
+        let apps = r.resource_list("apps", "v1").expect("apps");
+        assert!(
+            apps["resources"]
+                .as_array()
+                .expect("list")
+                .iter()
+                .any(|r| r["name"] == "deployments/scale" && r["kind"] == "Scale")
+        );
     }
 
     #[test]
