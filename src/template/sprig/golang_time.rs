@@ -465,22 +465,7 @@ fn parse_chunk<'a>(chunk: Chunk<'_>, s: &'a str, f: &mut Fields, after: &str) ->
             f.minute = m;
             rest
         }
-        Chunk::Second | Chunk::ZeroSecond => {
-            let (sec, mut rest) = digits(s, if chunk == Chunk::Second { 1 } else { 2 }, 2)?;
-            (sec < 60).then_some(())?;
-            f.second = sec;
-            // A fraction the layout does not show is read anyway, as Go does.
-            if !matches!(next_chunk(after).0, Chunk::Fraction { .. })
-                && rest.len() > 1
-                && matches!(rest.as_bytes()[0], b'.' | b',')
-                && rest.as_bytes()[1].is_ascii_digit()
-            {
-                let n = rest[1..].bytes().take_while(u8::is_ascii_digit).count();
-                f.nanos = fraction(&rest[1..=n]);
-                rest = &rest[1 + n..];
-            }
-            rest
-        }
+        Chunk::Second | Chunk::ZeroSecond => parse_seconds(chunk, s, f, after)?,
         Chunk::LongYear => {
             let (y, rest) = digits(s, 4, 4)?;
             f.year = Some(i32::try_from(y).ok()?);
@@ -512,24 +497,49 @@ fn parse_chunk<'a>(chunk: Chunk<'_>, s: &'a str, f: &mut Fields, after: &str) ->
             sep,
             digits: n,
             trim,
-        } => {
-            if trim {
-                if s.as_bytes().first() != Some(&sep) {
-                    return Some(s);
-                }
-                let len = s[1..].bytes().take_while(u8::is_ascii_digit).count();
-                f.nanos = fraction(&s[1..=len]);
-                &s[1 + len..]
-            } else {
-                (s.as_bytes().first() == Some(&sep)).then_some(())?;
-                let d = s.get(1..=n)?;
-                d.bytes().all(|b| b.is_ascii_digit()).then_some(())?;
-                f.nanos = fraction(d);
-                &s[1 + n..]
-            }
-        }
+        } => parse_fraction(s, f, sep, n, trim)?,
     };
     Some(rest)
+}
+
+/// Seconds, and a fraction after them that the layout does not show (Go reads it too).
+fn parse_seconds<'a>(chunk: Chunk<'_>, s: &'a str, f: &mut Fields, after: &str) -> Option<&'a str> {
+    let (sec, mut rest) = digits(s, if chunk == Chunk::Second { 1 } else { 2 }, 2)?;
+    (sec < 60).then_some(())?;
+    f.second = sec;
+    if !matches!(next_chunk(after).0, Chunk::Fraction { .. })
+        && rest.len() > 1
+        && matches!(rest.as_bytes()[0], b'.' | b',')
+        && rest.as_bytes()[1].is_ascii_digit()
+    {
+        let n = rest[1..].bytes().take_while(u8::is_ascii_digit).count();
+        f.nanos = fraction(&rest[1..=n]);
+        rest = &rest[1 + n..];
+    }
+    Some(rest)
+}
+
+/// A fraction chunk: `.000` needs exactly its digits, `.999` takes any (or none).
+fn parse_fraction<'a>(
+    s: &'a str,
+    f: &mut Fields,
+    sep: u8,
+    n: usize,
+    trim: bool,
+) -> Option<&'a str> {
+    if trim {
+        if s.as_bytes().first() != Some(&sep) {
+            return Some(s);
+        }
+        let len = s[1..].bytes().take_while(u8::is_ascii_digit).count();
+        f.nanos = fraction(&s[1..=len]);
+        return Some(&s[1 + len..]);
+    }
+    (s.as_bytes().first() == Some(&sep)).then_some(())?;
+    let d = s.get(1..=n)?;
+    d.bytes().all(|b| b.is_ascii_digit()).then_some(())?;
+    f.nanos = fraction(d);
+    Some(&s[1 + n..])
 }
 
 /// Nanoseconds of a fraction's digits (beyond nine dropped).
