@@ -149,7 +149,7 @@ pub(super) fn run(mut args: BenchArgs) -> anyhow::Result<ExitCode> {
     }
     let clock: std::sync::Arc<dyn crate::clock::Clock> =
         std::sync::Arc::new(crate::clock::SystemClock);
-    let env = super::run::template_env(clock.clone(), args.cidr.as_deref())?;
+    let env = super::run::template_env(clock.clone(), args.cidr.as_deref(), &[])?;
     let renderer = crate::template::Renderer::new(env.clone());
     let stages = super::run::stage_files(&args.stages, &renderer)?;
     let runtime = super::runtime(args.threads)?;

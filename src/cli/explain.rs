@@ -27,6 +27,11 @@ pub struct ExplainArgs {
     /// The time delays and `Now` are computed at (RFC 3339); default: the current time.
     #[arg(long, value_parser = parse_time, conflicts_with = "kwok_golden")]
     now: Option<DateTime<Utc>>,
+    /// Environment variables sprig's `env` and `expandenv` may read in Stage templates
+    /// (`NAME,...`); none by default, so a Stage cannot copy the daemon's secrets into an
+    /// object.
+    #[arg(long, value_delimiter = ',')]
+    template_env: Vec<String>,
     /// Output format (`--kwok-golden` implies yaml).
     #[arg(long, short = 'o', value_enum, default_value_t = Output::Text)]
     output: Output,
@@ -46,6 +51,7 @@ pub(super) fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
         mut paths,
         kwok_golden,
         now,
+        template_env,
         output,
         object,
     } = args;
@@ -62,7 +68,11 @@ pub(super) fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
         let now = now.unwrap_or_else(|| SystemClock.now());
         let clock = Arc::new(ManualClock::new(now));
         (
-            Arc::new(StageEnv::new(clock, now, env!("CARGO_PKG_VERSION"))),
+            Arc::new(
+                StageEnv::new(clock, now, env!("CARGO_PKG_VERSION"))
+                    .with_seed(0)
+                    .with_env_vars(template_env),
+            ),
             now,
             Typing::Typed,
         )

@@ -50,6 +50,11 @@ pub struct EngineArgs {
     /// the README's performance table.
     #[arg(long)]
     threads: Option<std::num::NonZeroUsize>,
+    /// Environment variables sprig's `env` and `expandenv` may read in Stage templates
+    /// (`NAME,...`); none by default, so a Stage cannot copy the daemon's secrets into an
+    /// object.
+    #[arg(long, value_delimiter = ',')]
+    template_env: Vec<String>,
 }
 
 /// `--loop-guard BURST/WINDOW | off`.
@@ -322,17 +327,23 @@ const STAGE_CRD: &str = include_str!("../../deploy/crds/stages.kwok.x-k8s.io.yam
 const STAGE_PLUGIN_CRD: &str = include_str!("../../deploy/crds/stageplugins.kstage.dev.yaml");
 
 /// The template environment of real runs (wall clock; pod IPs from `cidr` when given:
-/// `V4[,V6]`, dual-stack with both).
+/// `V4[,V6]`, dual-stack with both; sprig's `env` reads `env_vars` only).
 pub(super) fn template_env(
     clock: Arc<dyn Clock>,
     cidr: Option<&str>,
+    env_vars: &[String],
 ) -> anyhow::Result<Arc<StageEnv>> {
-    Ok(Arc::new(stage_env(clock, cidr)?))
+    Ok(Arc::new(stage_env(clock, cidr, env_vars)?))
 }
 
 /// [`template_env`], not yet shared.
-fn stage_env(clock: Arc<dyn Clock>, cidr: Option<&str>) -> anyhow::Result<StageEnv> {
-    let env = StageEnv::new(clock, chrono::Utc::now(), env!("CARGO_PKG_VERSION"));
+fn stage_env(
+    clock: Arc<dyn Clock>,
+    cidr: Option<&str>,
+    env_vars: &[String],
+) -> anyhow::Result<StageEnv> {
+    let env = StageEnv::new(clock, chrono::Utc::now(), env!("CARGO_PKG_VERSION"))
+        .with_env_vars(env_vars.iter().cloned());
     let env = match cidr {
         None => env,
         Some(cidr) => {
@@ -445,8 +456,12 @@ pub(super) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     // Several replicas: pods get addresses from their node's range only, which
     // node_ipam assigns (the global range would be shared by every replica).
     let env = Arc::new(
-        stage_env(clock.clone(), args.engine.cidr.as_deref())?
-            .with_node_ranges_only(args.node_leases),
+        stage_env(
+            clock.clone(),
+            args.engine.cidr.as_deref(),
+            &args.engine.template_env,
+        )?
+        .with_node_ranges_only(args.node_leases),
     );
     let renderer = Renderer::new(env.clone());
     let files = stage_files(&args.stages, &renderer)?;
@@ -548,7 +563,11 @@ pub(super) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
 
 pub(super) fn up(args: UpArgs) -> anyhow::Result<ExitCode> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let env = template_env(clock.clone(), args.engine.cidr.as_deref())?;
+    let env = template_env(
+        clock.clone(),
+        args.engine.cidr.as_deref(),
+        &args.engine.template_env,
+    )?;
     let renderer = Renderer::new(env.clone());
     let plugins = Plugins::load(
         args.engine.config.as_deref(),

@@ -20,9 +20,15 @@ pub struct SimArgs {
     /// Object files or folders (nodes, pods, any kind), created at time zero in order.
     #[arg(long = "objects", short = 'f', required = true, num_args = 1..)]
     objects: Vec<PathBuf>,
-    /// Seed of the random choices (weights, jitter): same seed, same output.
+    /// Seed of the random choices (weights, jitter, and sprig's `uuidv4`, `randAlpha`,
+    /// keys ... in templates): same seed, same output.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// Environment variables sprig's `env` and `expandenv` may read in Stage templates
+    /// (`NAME,...`); none by default, so a Stage cannot copy the daemon's secrets into an
+    /// object.
+    #[arg(long, value_delimiter = ',')]
+    template_env: Vec<String>,
     /// Stop at this virtual time (Go duration: `90s`, `1h`); stages that repeat forever,
     /// like node heartbeats, need it.
     #[arg(long, value_parser = parse_duration, default_value = "24h")]
@@ -111,6 +117,7 @@ pub(super) fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
         paths,
         objects,
         seed,
+        template_env,
         until,
         delete_after,
         start,
@@ -154,11 +161,11 @@ pub(super) fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
     let n_objects = objects.len();
     let report = runtime.block_on(async {
         let clock: Arc<dyn Clock> = Arc::new(TokioClock::new(start));
-        let env = Arc::new(StageEnv::new(
-            clock.clone(),
-            start,
-            env!("CARGO_PKG_VERSION"),
-        ));
+        let env = Arc::new(
+            StageEnv::new(clock.clone(), start, env!("CARGO_PKG_VERSION"))
+                .with_seed(seed)
+                .with_env_vars(template_env),
+        );
         let renderer = Renderer::new(env.clone());
         let stages = super::load_stages(&paths.stages, &renderer)?;
         let plugins = plugin_config

@@ -45,6 +45,21 @@ pub trait TemplateEnv: Send + Sync + 'static {
     fn pod_ip_with(&self, pod: &PodIpRequest<'_>) -> Result<String, String>;
     /// `PodIPsWith nodeName hostNetwork uid name namespace`: the IPs of a pod.
     fn pod_ips_with(&self, pod: &PodIpRequest<'_>) -> Result<Vec<String>, String>;
+    /// The current time, for sprig's date functions (`now`, `date`, `ago`, certificates).
+    fn now_time(&self) -> DateTime<Utc>;
+    /// Fills `buf` with random bytes, for sprig's `rand*`, `uuidv4`, `shuffle`, keys,
+    /// salts and IVs.
+    fn random_bytes(&self, buf: &mut [u8]);
+    /// The environment variable `name` as sprig's `env` and `expandenv` see it: only the
+    /// variables the daemon was told to expose; `None` (unset) for any other.
+    fn env_var(&self, _name: &str) -> Option<String> {
+        None
+    }
+    /// Whether sprig's non-deterministic functions print KWOK golden placeholders
+    /// (`<uuidv4>`, `<randAlpha(5)>`, `<now>`) instead of values.
+    fn golden(&self) -> bool {
+        false
+    }
 }
 
 impl PodIpRequest<'_> {
@@ -76,7 +91,9 @@ pub struct PodIpRequest<'a> {
 /// KWOK's golden-test placeholders: every non-deterministic function prints its name and,
 /// Go `%#v`-formatted, its arguments (`<NodeIPWith("node")>`); the list functions give
 /// `["<0 of NAME(ARGS)>", "<1 of NAME(ARGS)>"]`. `StartTime`, which KWOK's harness leaves
-/// real, is `<StartTime>` here.
+/// real, is `<StartTime>` here. sprig's functions do the same (`<uuidv4>`,
+/// `<randAlphaNum(8)>`, `<now>`); the date functions read `<now>` as KWOK's golden clock,
+/// [`GOLDEN_NOW`].
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct GoldenEnv;
 
@@ -97,7 +114,21 @@ impl GoldenEnv {
     }
 }
 
+/// The time KWOK's golden outputs are computed at: `2006-01-02T15:04:05Z`.
+pub const GOLDEN_NOW: i64 = 1_136_214_245;
+
 impl TemplateEnv for GoldenEnv {
+    fn now_time(&self) -> DateTime<Utc> {
+        DateTime::from_timestamp(GOLDEN_NOW, 0).unwrap_or_default()
+    }
+    fn random_bytes(&self, buf: &mut [u8]) {
+        // Placeholders stand for random values; what little still asks (none of sprig's
+        // functions under golden) gets zeros.
+        buf.fill(0);
+    }
+    fn golden(&self) -> bool {
+        true
+    }
     fn now(&self) -> String {
         "<Now>".to_owned()
     }
@@ -141,8 +172,12 @@ impl TemplateEnv for GoldenEnv {
 /// controller's own (configurable) identity. Node and pod addresses come from the
 /// [`Ipam`] (see [`crate::ipam`]); `hostNetwork` pods get their node's addresses. The
 /// `*IPsWith` functions give an IPv4 and an IPv6 address (dual-stack), unless
-/// [`StageEnv::with_dual_stack`] turns that off.
+/// [`StageEnv::with_dual_stack`] turns that off. sprig's random functions draw from a
+/// ChaCha20 generator, seeded from the system unless [`StageEnv::with_seed`] fixes it;
+/// `env` sees only the variables [`StageEnv::with_env_vars`] names.
 pub struct StageEnv {
+    random: std::sync::Mutex<chacha20::ChaCha20Rng>,
+    env_vars: Vec<String>,
     clock: Arc<dyn Clock>,
     start_time: String,
     version: String,
@@ -162,6 +197,7 @@ impl std::fmt::Debug for StageEnv {
             .field("node_name", &self.node_name)
             .field("node_port", &self.node_port)
             .field("ipam", &self.ipam)
+            .field("env_vars", &self.env_vars)
             .finish_non_exhaustive()
     }
 }
@@ -173,7 +209,17 @@ impl StageEnv {
         start_time: DateTime<Utc>,
         version: impl Into<String>,
     ) -> Self {
+        let mut seed = [0u8; 32];
+        // Without system randomness, a clock-derived seed still varies between runs.
+        if ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut seed).is_err() {
+            let mut rng = crate::rng::Rng::from_entropy();
+            for chunk in seed.chunks_mut(8) {
+                chunk.copy_from_slice(&rng.next_u64().to_le_bytes());
+            }
+        }
         Self {
+            random: std::sync::Mutex::new(rand_core::SeedableRng::from_seed(seed)),
+            env_vars: Vec::new(),
             clock,
             start_time: go_rfc3339_nano(start_time),
             version: version.into(),
@@ -182,6 +228,22 @@ impl StageEnv {
             node_port: 10250,
             ipam: Ipam::default(),
         }
+    }
+
+    /// Seeds the random source of sprig's functions: the same seed gives the same
+    /// `uuidv4`, `randAlpha`, keys... in the same order (`kstage sim --seed`).
+    #[must_use]
+    pub fn with_seed(mut self, seed: u64) -> Self {
+        self.random = std::sync::Mutex::new(rand_core::SeedableRng::seed_from_u64(seed));
+        self
+    }
+
+    /// The environment variables sprig's `env` and `expandenv` may read (none by
+    /// default: a Stage must not print the daemon's secrets into an object).
+    #[must_use]
+    pub fn with_env_vars(mut self, names: impl IntoIterator<Item = String>) -> Self {
+        self.env_vars = names.into_iter().collect();
+        self
     }
 
     /// The controller's own IP (`NodeIP`; default `10.0.0.1`).
@@ -288,6 +350,23 @@ impl crate::cluster::Observer for StageEnv {
 impl TemplateEnv for StageEnv {
     fn now(&self) -> String {
         go_rfc3339_nano(self.clock.now())
+    }
+    fn now_time(&self) -> DateTime<Utc> {
+        self.clock.now()
+    }
+    fn random_bytes(&self, buf: &mut [u8]) {
+        let mut random = self
+            .random
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        rand_core::Rng::fill_bytes(&mut *random, buf);
+    }
+    fn env_var(&self, name: &str) -> Option<String> {
+        if self.env_vars.iter().any(|n| n == name) {
+            std::env::var(name).ok()
+        } else {
+            None
+        }
     }
     fn start_time(&self) -> String {
         self.start_time.clone()

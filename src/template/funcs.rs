@@ -1,12 +1,11 @@
 //! The functions a Stage template can call: KWOK's (`Now`, `Quote`, `YAML`, `NodeIPWith`,
-//! ...) and the sprig functions KWOK's Stages use (`dict`, `default`, ...).
+//! ...), then all of sprig's ([`super::sprig`]).
 //!
 //! Each function checks its arguments the way Go's `text/template` checks a typed Go
 //! function (`wrong number of args for Quote: want 1 got 0`,
 //! `wrong type for value; expected string; got int`), and returns an error, never panics.
 //! Non-deterministic functions go through the [`TemplateEnv`].
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use gotmpl::{FuncMap, TemplateError as GoError, Value, ValueFunc};
@@ -90,59 +89,7 @@ pub(crate) fn func_map(env: &Arc<dyn TemplateEnv>) -> FuncMap {
         }),
     );
 
-    // sprig.
-    add("dict", Arc::new(|args| Ok(dict(args))));
-    add(
-        "default",
-        Arc::new(|args| {
-            at_least("default", args, 1)?;
-            Ok(match args.get(1) {
-                Some(given) if given.is_truthy() => given.clone(),
-                _ => args[0].clone(),
-            })
-        }),
-    );
-    add(
-        "empty",
-        Arc::new(|args| {
-            want("empty", args, 1)?;
-            Ok(Value::Bool(!args[0].is_truthy()))
-        }),
-    );
-    add(
-        "coalesce",
-        Arc::new(|args| {
-            Ok(args
-                .iter()
-                .find(|v| v.is_truthy())
-                .cloned()
-                .unwrap_or(Value::Nil))
-        }),
-    );
-    add(
-        "list",
-        Arc::new(|args| Ok(Value::List(args.iter().cloned().collect()))),
-    );
-    add(
-        "hasKey",
-        Arc::new(|args| {
-            want("hasKey", args, 2)?;
-            let key = str_arg(&args[1])?;
-            match &args[0] {
-                Value::Map(map) => Ok(Value::Bool(map.contains_key(key))),
-                Value::Nil => Ok(Value::Bool(false)),
-                other => Err(wrong_type("map[string]interface {}", other)),
-            }
-        }),
-    );
-    add(
-        "toJson",
-        Arc::new(|args| {
-            want("toJson", args, 1)?;
-            // sprig ignores the marshal error and prints nothing.
-            Ok(string(go_json(&args[0]).unwrap_or_default()))
-        }),
-    );
+    super::sprig::register(&mut m, env);
     m
 }
 
@@ -288,21 +235,6 @@ fn yaml(args: &[Value]) -> Result<Value, GoError> {
         out = format!("\n{out}").replace('\n', &format!("\n{pad}"));
     }
     Ok(string(out))
-}
-
-/// sprig's `dict k1 v1 k2 v2 ...`: keys are printed with `%v`; a key without a value maps
-/// to `""`.
-fn dict(args: &[Value]) -> Value {
-    let mut map = BTreeMap::new();
-    for pair in args.chunks(2) {
-        let key: Arc<str> = match &pair[0] {
-            Value::String(s) => s.clone(),
-            other => Arc::from(go_sprint(other)),
-        };
-        let value = pair.get(1).cloned().unwrap_or_else(|| string(""));
-        map.insert(key, value);
-    }
-    Value::Map(Arc::new(map))
 }
 
 /// KWOK's default node conditions, as JSON sees a `[]corev1.NodeCondition` (zero times are

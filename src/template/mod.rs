@@ -19,8 +19,8 @@
 //!
 //! Functions: KWOK's `Now`, `StartTime`, `Version`, `Quote`, `YAML`, `NodeConditions`,
 //! `NodeIP`, `NodeName`, `NodePort`, `PodIP`, `NodeIPWith`, `NodeIPsWith`, `PodIPWith`,
-//! `PodIPsWith`, and sprig's `dict`, `default`, `empty`, `coalesce`, `list`, `hasKey`,
-//! `toJson`, on top of Go's builtins (`and`, `or`, `not`, `eq`, `index`, `printf`, ...).
+//! `PodIPsWith`, and every function of sprig v3's `TxtFuncMap` ([`sprig`]), on top of Go's
+//! builtins (`and`, `or`, `not`, `eq`, `index`, `printf`, ...).
 
 mod check;
 mod env;
@@ -28,20 +28,22 @@ mod funcs;
 #[cfg(test)]
 mod golden;
 mod reach;
+mod sprig;
 #[cfg(test)]
 mod tests;
 mod value;
 
 use std::sync::Arc;
 
-pub use env::{CidrError, GoldenEnv, PodIpRequest, StageEnv, TemplateEnv};
+pub use env::{CidrError, GOLDEN_NOW, GoldenEnv, PodIpRequest, StageEnv, TemplateEnv};
 
 use crate::yaml::YamlError;
 
 /// The most text one render, or one `YAML` call in it, may produce. A Stage's template
 /// is hostile input: `{{ range 10000000 }}{{ printf "%60000d" 1 }}{{ end }}` would ask
 /// for 600 GB. 16 MiB is far above any object the API server takes (its request limit is
-/// 3 MiB), so no Stage that could work is refused.
+/// 3 MiB), so no Stage that could work is refused. What sprig's functions build
+/// (`repeat`, `until`, keys ...) has a budget of its own of the same size per render.
 pub(crate) const MAX_OUTPUT: usize = 16 << 20;
 
 /// The template output, refused past [`MAX_OUTPUT`] bytes.
@@ -261,6 +263,7 @@ impl Template {
     /// Executes the template on already converted data.
     fn execute(&self, data: &gotmpl::Value) -> Result<String, TemplateError> {
         crate::ipam::take_exhausted();
+        sprig::reset_budget();
         let mut out = BoundedOutput::default();
         let result = self.inner.execute_fmt(&mut out, data);
         if out.overflowed {

@@ -425,6 +425,12 @@ impl TemplateEnv for FailingEnv {
     fn pod_ips_with(&self, _: &super::PodIpRequest<'_>) -> Result<Vec<String>, String> {
         Err("pool exhausted".to_owned())
     }
+    fn now_time(&self) -> DateTime<Utc> {
+        start()
+    }
+    fn random_bytes(&self, buf: &mut [u8]) {
+        buf.fill(7);
+    }
 }
 
 #[test]
@@ -635,7 +641,8 @@ fn functions_never_panic_on_odd_arguments() {
         "toJson",
     ];
     let obj = json!({"m": {"a": 1}, "l": [1]});
-    for f in funcs {
+    let sprig: Vec<&str> = super::sprig::names().collect();
+    for f in funcs.into_iter().chain(sprig) {
         for a in args {
             for b in args {
                 let src = format!("{{{{ {f} {a} {b} }}}}");

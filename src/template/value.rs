@@ -88,12 +88,60 @@ pub(crate) fn to_json(value: &Value) -> Result<serde_json::Value, String> {
 /// # Errors
 /// Go's message for values JSON cannot hold (NaN, infinities, functions).
 pub(crate) fn go_json(value: &Value) -> Result<String, String> {
+    go_json_styled(value, JsonStyle::COMPACT)
+}
+
+/// How [`go_json_styled`] writes: indented like `json.MarshalIndent(v, "", "  ")`, and
+/// with `<`, `>`, `&` escaped (Go's default) or not (`SetEscapeHTML(false)`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct JsonStyle {
+    indent: bool,
+    escape_html: bool,
+}
+
+impl JsonStyle {
+    /// `json.Marshal`.
+    pub(crate) const COMPACT: Self = Self {
+        indent: false,
+        escape_html: true,
+    };
+    /// `json.MarshalIndent(v, "", "  ")`.
+    pub(crate) const PRETTY: Self = Self {
+        indent: true,
+        escape_html: true,
+    };
+    /// An encoder with `SetEscapeHTML(false)`.
+    pub(crate) const RAW: Self = Self {
+        indent: false,
+        escape_html: false,
+    };
+}
+
+/// Go's JSON encoding of `value` in `style`.
+///
+/// # Errors
+/// Go's message for values JSON cannot hold (NaN, infinities, functions).
+pub(crate) fn go_json_styled(value: &Value, style: JsonStyle) -> Result<String, String> {
     let mut out = String::new();
-    write_go_json(value, &mut out)?;
+    write_go_json(value, style, 0, &mut out)?;
     Ok(out)
 }
 
-fn write_go_json(value: &Value, out: &mut String) -> Result<(), String> {
+fn newline(style: JsonStyle, depth: usize, out: &mut String) {
+    if style.indent {
+        out.push('\n');
+        for _ in 0..depth {
+            out.push_str("  ");
+        }
+    }
+}
+
+fn write_go_json(
+    value: &Value,
+    style: JsonStyle,
+    depth: usize,
+    out: &mut String,
+) -> Result<(), String> {
     match value {
         Value::Nil => out.push_str("null"),
         Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
@@ -104,27 +152,36 @@ fn write_go_json(value: &Value, out: &mut String) -> Result<(), String> {
             let _ = write!(out, "{u}");
         }
         Value::Float(f) => out.push_str(&go_json_float(*f)?),
-        Value::String(s) => write_go_json_string(s, out),
+        Value::String(s) => write_go_json_string(s, style.escape_html, out),
+        Value::List(items) if items.is_empty() => out.push_str("[]"),
         Value::List(items) => {
             out.push('[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
                     out.push(',');
                 }
-                write_go_json(item, out)?;
+                newline(style, depth + 1, out);
+                write_go_json(item, style, depth + 1, out)?;
             }
+            newline(style, depth, out);
             out.push(']');
         }
+        Value::Map(map) if map.is_empty() => out.push_str("{}"),
         Value::Map(map) => {
             out.push('{');
             for (i, (k, v)) in map.iter().enumerate() {
                 if i > 0 {
                     out.push(',');
                 }
-                write_go_json_string(k, out);
+                newline(style, depth + 1, out);
+                write_go_json_string(k, style.escape_html, out);
                 out.push(':');
-                write_go_json(v, out)?;
+                if style.indent {
+                    out.push(' ');
+                }
+                write_go_json(v, style, depth + 1, out)?;
             }
+            newline(style, depth, out);
             out.push('}');
         }
         Value::Function(_) => return Err("json: unsupported type: func".to_owned()),
@@ -161,21 +218,21 @@ pub(crate) fn go_sprint_float(f: f64) -> String {
     }
 }
 
-/// `encoding/json`'s string escaping with HTML escaping on (Go's default).
-fn write_go_json_string(s: &str, out: &mut String) {
+/// `encoding/json`'s string escaping, with HTML escaping on (Go's default) or off.
+fn write_go_json_string(s: &str, escape_html: bool, out: &mut String) {
     out.push('"');
     // Most strings need no escaping: copy them whole. (0xE2 starts U+2028 and U+2029.)
     let plain = |b: u8| b >= 0x20 && !matches!(b, b'"' | b'\\' | b'<' | b'>' | b'&' | 0xE2);
     if s.bytes().all(plain) {
         out.push_str(s);
     } else {
-        write_go_json_escaped(s, out);
+        write_go_json_escaped(s, escape_html, out);
     }
     out.push('"');
 }
 
 /// The body of [`write_go_json_string`], escaped character by character.
-fn write_go_json_escaped(s: &str, out: &mut String) {
+fn write_go_json_escaped(s: &str, escape_html: bool, out: &mut String) {
     for c in s.chars() {
         match c {
             '"' => out.push_str("\\\""),
@@ -185,6 +242,7 @@ fn write_go_json_escaped(s: &str, out: &mut String) {
             '\t' => out.push_str("\\t"),
             '\u{8}' => out.push_str("\\b"),
             '\u{c}' => out.push_str("\\f"),
+            '<' | '>' | '&' if !escape_html => out.push(c),
             '<' | '>' | '&' | '\u{0}'..='\u{1f}' | '\u{2028}' | '\u{2029}' => {
                 let _ = write!(out, "\\u{:04x}", u32::from(c));
             }
@@ -247,9 +305,9 @@ mod tests {
         #[test]
         fn plain_strings_are_copied_as_escaping_would(s in "\\PC*|[a-z<>&\"\\\\\n\u{2028}é]*") {
             let mut fast = String::new();
-            write_go_json_string(&s, &mut fast);
+            write_go_json_string(&s, true, &mut fast);
             let mut slow = String::from("\"");
-            write_go_json_escaped(&s, &mut slow);
+            write_go_json_escaped(&s, true, &mut slow);
             slow.push('"');
             proptest::prop_assert_eq!(fast, slow);
         }

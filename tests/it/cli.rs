@@ -409,3 +409,87 @@ fn lint_warns_about_stages_that_play_each_other_in_a_loop() {
         assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
     }
 }
+
+/// sprig's functions load (an unknown one is still named by lint), `env` reads only what
+/// `--template-env` names, and golden output prints placeholders for random values.
+#[test]
+fn sprig_functions_lint_and_explain() {
+    let dir = crate::scratch("sprig-cli");
+    let stages = dir.join("stages.yaml");
+    std::fs::write(
+        &stages,
+        "apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata: {name: sprig}
+spec:
+  resourceRef: {apiGroup: v1, kind: Pod}
+  selector:
+    matchLabels: {app: web}
+  steps:
+  - patch:
+      template: |
+        metadata:
+          annotations:
+            shout: {{ .metadata.name | upper | quote }}
+            path: {{ env \"PATH\" | default \"closed\" | quote }}
+            id: {{ uuidv4 | quote }}
+",
+    )
+    .expect("write");
+    let pod = dir.join("pod.yaml");
+    std::fs::write(
+        &pod,
+        "apiVersion: v1
+kind: Pod
+metadata: {name: web-1, namespace: default, labels: {app: web}}
+spec: {containers: [{name: c, image: i}]}
+",
+    )
+    .expect("write");
+    let stages_arg = stages.to_string_lossy().into_owned();
+    let pod_arg = pod.to_string_lossy().into_owned();
+    let out = ok(&["stage", "lint", "--stages", &stages_arg]);
+    assert!(out.contains("1 Stage valid, 0 problems"), "{out}");
+
+    let closed = ok(&["stage", "explain", "--stages", &stages_arg, &pod_arg]);
+    assert!(
+        closed.contains("WEB-1") && closed.contains("closed"),
+        "{closed}"
+    );
+    let path = std::env::var("PATH").unwrap_or_default();
+    let open = ok(&[
+        "stage",
+        "explain",
+        "--template-env",
+        "PATH",
+        "--stages",
+        &stages_arg,
+        &pod_arg,
+    ]);
+    assert!(open.contains(&path) && !open.contains("closed"), "{open}");
+    let golden = ok(&[
+        "stage",
+        "explain",
+        "--kwok-golden",
+        "--stages",
+        &stages_arg,
+        &pod_arg,
+    ]);
+    assert!(golden.contains("<uuidv4>"), "{golden}");
+
+    let bad = dir.join("bad.yaml");
+    std::fs::write(
+        &bad,
+        std::fs::read_to_string(&stages)
+            .expect("read")
+            .replace("upper", "nosuchfunc"),
+    )
+    .expect("write");
+    let out = kstage(&["stage", "lint", "--stages", &bad.to_string_lossy()]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("function \"nosuchfunc\" not defined"),
+        "{text}"
+    );
+}

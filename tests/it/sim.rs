@@ -593,3 +593,58 @@ bindings:
         &["--swap: no plugin \"nope\" in --config"],
     );
 }
+
+/// sprig's random functions draw from `--seed`: the same seed writes the same UUID and
+/// string into the object, another seed other ones.
+#[test]
+fn sprig_randomness_follows_the_seed() {
+    let dir = tempdir("sprig-seed");
+    let pod = write(&dir, "pod.yaml", POD);
+    let stage = write(
+        &dir,
+        "stage.yaml",
+        "apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata: {name: tag}
+spec:
+  resourceRef: {apiGroup: v1, kind: Pod}
+  selector:
+    matchExpressions:
+    - {key: '.metadata.annotations.id', operator: DoesNotExist}
+  steps:
+  - patch:
+      template: |
+        metadata:
+          annotations:
+            id: {{ uuidv4 | quote }}
+            token: {{ randAlphaNum 16 | quote }}
+            at: {{ now | date \"2006-01-02T15:04:05Z07:00\" | quote }}
+",
+    );
+    let annotations = |seed: &str| {
+        let out = ok(&[
+            "sim",
+            "--stages",
+            &stage,
+            "--objects",
+            &pod,
+            "--until",
+            "1m",
+            "--seed",
+            seed,
+            "-o",
+            "json",
+        ]);
+        let report: Value = serde_json::from_str(&out).expect("json report");
+        report["objects"][0]["metadata"]["annotations"].clone()
+    };
+    let a = annotations("1");
+    assert_eq!(a, annotations("1"), "same seed, same values");
+    assert_ne!(
+        a["id"],
+        annotations("2")["id"],
+        "another seed, another UUID"
+    );
+    assert_eq!(a["token"].as_str().map(str::len), Some(16), "{a}");
+    assert_eq!(a["at"], "2025-01-01T00:00:00Z", "the virtual clock");
+}
