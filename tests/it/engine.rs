@@ -814,6 +814,7 @@ async fn an_outage_is_two_lines_in_the_log_however_many_steps_fail() {
     // Refused for 60 s; the first retry after that (1 s, 2 s, ... 32 s apart, +20%)
     // gets through.
     assert!((60.0..=120.0).contains(&lasted), "{lasted}s out");
+}
 
 /// The Events the engine records on the in-memory cluster name the object as the step
 /// saw it: its uid, a resourceVersion it had, and its node (the kubelet's host).
