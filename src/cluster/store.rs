@@ -655,11 +655,16 @@ fn check_pod_cidrs(old: &Value, new: &Value, key: &ObjectKey) -> Result<(), ApiE
     if before.is_empty() || before == cidrs(new) {
         return Ok(());
     }
-    Err(ApiError::FieldInvalid {
+    Err(pod_cidrs_forbidden())
+}
+
+/// kube-apiserver's 422 for a change of a node's pod ranges.
+fn pod_cidrs_forbidden() -> ApiError {
+    ApiError::FieldInvalid(FieldErrors(vec![FieldError {
         field: "spec.podCIDRs",
         reason: "FieldValueForbidden",
         message: "Forbidden: node updates may not change podCIDR except from \"\" to valid".into(),
-    })
+    }]))
 }
 
 /// The optimistic-concurrency check of a write: a `metadata.resourceVersion` it carries
@@ -920,12 +925,7 @@ mod tests {
         );
         // The same value again is no change; another one, or none, is forbidden.
         assert!(s.patch(&k, PatchType::Merge, None, set).is_ok());
-        let forbidden = Err(ApiError::FieldInvalid {
-            field: "spec.podCIDRs",
-            reason: "FieldValueForbidden",
-            message: "Forbidden: node updates may not change podCIDR except from \"\" to valid"
-                .into(),
-        });
+        let forbidden = Err(pod_cidrs_forbidden());
         let other = json!({"spec": {"podCIDR": "10.244.2.0/24", "podCIDRs": ["10.244.2.0/24"]}});
         assert_eq!(
             s.patch(&k, PatchType::Merge, None, other).map(|_| ()),

@@ -1,7 +1,8 @@
 //! Cycles of Stages with no delay that play each other back to back: `ping` writes what
 //! `pong` matches, `pong` writes what `ping` matches, and an object goes round for ever.
 //!
-//! Found by playing the Stages, not by reading them: from sample objects of each
+//! Found by playing the Stages (those whose selectors read plain paths: nothing that would
+//! need the evaluation sandbox runs here), not by reading them: from sample objects of each
 //! resource (an empty one, and one per Stage with that Stage's writes on it), the Stage
 //! with no delay that matches is played (its steps rendered and applied as the API server
 //! would apply them), then the next, up to [`DEPTH`] plays. An object that comes back to a
