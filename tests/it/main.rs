@@ -14,6 +14,7 @@ mod hostile;
 mod golden;
 mod kubectl;
 mod plugin;
+mod plugin_cli;
 mod plugin_sim;
 mod process;
 mod rbac;
