@@ -41,6 +41,11 @@ pub struct Args {
     /// Memory, in MiB, that process may use; also read from `KSTAGE_EXPR_MEMORY`.
     #[arg(long, global = true, env = "KSTAGE_EXPR_MEMORY", default_value_t = 256)]
     pub expr_memory: u64,
+    /// Compile plugins every time instead of keeping their compiled code in
+    /// `$KSTAGE_CACHE/compiled` (else `$XDG_CACHE_HOME/kstage/compiled`, else
+    /// `~/.cache/kstage/compiled`); also read from `KSTAGE_NO_COMPILE_CACHE`.
+    #[arg(long, global = true, env = "KSTAGE_NO_COMPILE_CACHE")]
+    pub no_compile_cache: bool,
     /// The command.
     #[command(subcommand)]
     pub command: Command,
@@ -143,6 +148,7 @@ pub fn main() -> ExitCode {
             tracing::warn!("cannot find this binary ({e}): jq and CEL run unbounded in-process")
         }
     }
+    plugin::use_compile_cache(!args.no_compile_cache);
     let result = match args.command {
         // The child evaluates in-process (`Jq::outputs_here`, `Cel::reply_here`).
         Command::Eval { memory } => crate::stage::evaluator::serve(memory)

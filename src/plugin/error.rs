@@ -28,7 +28,8 @@ pub enum Cause {
         /// The limit, in bytes.
         limit: u64,
     },
-    /// The plugin trapped (a panic, `unreachable`, an out-of-bounds access ...).
+    /// The plugin trapped (a panic, `unreachable`, an out-of-bounds access ...): the
+    /// reason, the last lines of the guest's stderr, the top of the wasm backtrace.
     #[error("trapped: {0}")]
     Trap(String),
     /// The plugin answered something kstage cannot use.
@@ -49,12 +50,20 @@ pub enum Cause {
 /// with its answer) an error keeps: a plugin's answer may be megabytes long.
 pub const MAX_CAUSE_TEXT: usize = 2048;
 
+/// The most bytes of a trap's text kept: its reason, the guest's last lines of stderr
+/// and the top of its wasm backtrace (each bounded in lines and line length).
+pub const MAX_TRAP_TEXT: usize = 4096;
+
 /// `text` cut to [`MAX_CAUSE_TEXT`] bytes (at a character boundary), saying how long it was.
 pub fn bounded_text(text: String) -> String {
-    if text.len() <= MAX_CAUSE_TEXT {
+    bounded_to(text, MAX_CAUSE_TEXT)
+}
+
+fn bounded_to(text: String, max: usize) -> String {
+    if text.len() <= max {
         return text;
     }
-    let mut end = MAX_CAUSE_TEXT;
+    let mut end = max;
     while !text.is_char_boundary(end) {
         end -= 1;
     }
@@ -65,7 +74,7 @@ impl Cause {
     /// The cause with any text from the plugin cut to [`MAX_CAUSE_TEXT`] bytes.
     pub fn bounded(self) -> Self {
         match self {
-            Cause::Trap(t) => Cause::Trap(bounded_text(t)),
+            Cause::Trap(t) => Cause::Trap(bounded_to(t, MAX_TRAP_TEXT)),
             Cause::Malformed(t) => Cause::Malformed(bounded_text(t)),
             Cause::Guest(t) => Cause::Guest(bounded_text(t)),
             other => other,

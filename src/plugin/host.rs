@@ -1,7 +1,7 @@
 //! What a plugin's store holds and what kstage offers it: the `host` interface (log, the
 //! engine's clock, seeded randomness), the memory limiter, and a WASI context that grants
 //! only what the plugin's config grants (by default nothing: no files, sockets,
-//! environment or output).
+//! environment or output; stderr is kept in memory for the errors of failed calls).
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,6 +15,7 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::bindings::{host, types};
+use super::stderr::StderrTail;
 use crate::clock::Clock;
 use crate::rng::Rng;
 
@@ -40,14 +41,14 @@ pub struct Grants {
 }
 
 impl Grants {
-    fn context(&self) -> WasiCtx {
+    /// The WASI context of a store: what is granted, and its stderr written to `stderr`
+    /// (which passes it through to kstage's stderr only when granted).
+    fn context(&self, stderr: &StderrTail) -> WasiCtx {
         let mut builder = WasiCtx::builder();
         if self.stdout {
             builder.inherit_stdout();
         }
-        if self.stderr {
-            builder.inherit_stderr();
-        }
+        builder.stderr(stderr.clone());
         for name in &self.env {
             if let Ok(value) = std::env::var(name) {
                 builder.env(name, value);
@@ -207,6 +208,8 @@ impl ResourceLimiter for Limits {
 /// The data of one plugin store.
 pub struct State {
     pub(crate) limits: Limits,
+    /// The end of what the plugin wrote to stderr (see [`StderrTail`]).
+    pub(crate) stderr: StderrTail,
     wasi: WasiCtx,
     table: ResourceTable,
     env: HostEnv,
@@ -215,12 +218,14 @@ pub struct State {
 impl State {
     /// A fresh store's data.
     pub fn new(env: HostEnv, memory: u64, grants: &Grants) -> Self {
+        let stderr = StderrTail::new(grants.stderr);
         Self {
             limits: Limits {
                 memory,
                 exceeded: false,
             },
-            wasi: grants.context(),
+            wasi: grants.context(&stderr),
+            stderr,
             table: ResourceTable::new(),
             env,
         }

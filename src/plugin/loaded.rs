@@ -448,6 +448,7 @@ impl Plugin {
             let ticks = self.settings.timeout.as_nanos().div_ceil(TICK.as_nanos()) as u64 + 1;
             warm.store.set_epoch_deadline(ticks);
             warm.store.data_mut().limits.exceeded = false;
+            warm.store.data().stderr.clear();
             let result = match f(&mut warm) {
                 Ok(value) => {
                     self.give_back(warm);
@@ -490,7 +491,7 @@ impl Plugin {
         } else if matches!(e.downcast_ref::<Trap>(), Some(Trap::Interrupt)) {
             Cause::Timeout(self.settings.timeout)
         } else {
-            Cause::Trap(first_line(e))
+            Cause::Trap(super::trap::describe(e, &store.data().stderr.text()))
         }
     }
 

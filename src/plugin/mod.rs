@@ -11,11 +11,13 @@
 //! - [`runtime`]: the wasmtime engine, epoch ticker, compile cache.
 //! - [`host`]: a store's data: the `host` interface, memory limiter, WASI grants.
 //! - [`loaded`]: one loaded plugin version and its calls.
-//! - [`error`]: call and load errors as data.
+//! - [`error`]: call and load errors as data; `trap`: a trap told with the guest's
+//!   stderr and the top of its wasm backtrace; [`stderr`]: that stderr, kept per store.
 //! - [`rollout`]: a new version analysed beside the serving one (canary), then promoted
 //!   or rolled back.
 
 mod bindings;
+pub mod cases;
 pub mod convert;
 pub mod config;
 pub mod error;
@@ -27,6 +29,8 @@ pub mod resource;
 pub mod rollout;
 pub mod runtime;
 pub mod set;
+pub mod stderr;
+mod trap;
 pub mod watch;
 
 pub use bindings::types;

@@ -6,7 +6,7 @@
 //! `build.rs`); in CI (`KSTAGE_REQUIRE_PLUGINS=1`) it runs, and fails when the component
 //! is missing.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
@@ -46,42 +46,6 @@ fn component(language: &str, name: &str, settings: Settings) -> Arc<Plugin> {
     plugin
 }
 
-/// Run every `cases/*.yaml` in `dir` against `plugin`; returns how many ran.
-fn run_cases(plugin: &Plugin, dir: &Path) -> usize {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
-        .collect();
-    files.sort();
-    for file in &files {
-        let text = std::fs::read_to_string(file).expect("case readable");
-        let case =
-            kstage::yaml::to_json(&text).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
-        let capability: Capability = case["capability"]
-            .as_str()
-            .and_then(|c| c.parse().ok())
-            .unwrap_or_else(|| panic!("{}: no capability", file.display()));
-        let answer = kstage::plugin::invoke::call(plugin, capability, case["input"].clone());
-        match (&case["expectError"], answer) {
-            (Value::String(needle), Err(error)) => {
-                assert!(
-                    error.contains(needle.as_str()),
-                    "{}: error {error:?} lacks {needle:?}",
-                    file.display()
-                );
-            }
-            (Value::String(_), Ok(answer)) => {
-                panic!("{}: expected an error, got {answer}", file.display())
-            }
-            (_, Ok(answer)) => assert_eq!(answer, case["expect"], "{}", file.display()),
-            (_, Err(error)) => panic!("{}: {error}", file.display()),
-        }
-    }
-    assert!(files.len() >= 4, "{}: too few cases", dir.display());
-    files.len()
-}
-
 /// Generous deadlines: a loaded CI machine runs these beside other tests.
 fn settings() -> Settings {
     Settings {
@@ -90,6 +54,8 @@ fn settings() -> Settings {
     }
 }
 
+/// The example's capabilities are as documented, and every case in its `cases/` passes
+/// through `kstage plugin test`, as an author runs them.
 fn example(language: &str, name: &str, capabilities: &[Capability]) {
     let plugin = component(language, name, settings());
     assert_eq!(plugin.capabilities(), capabilities, "{name}");
@@ -97,8 +63,47 @@ fn example(language: &str, name: &str, capabilities: &[Capability]) {
         .join("plugins/examples")
         .join(language)
         .join("cases");
-    let ran = run_cases(&plugin, &dir);
-    eprintln!("{language} example {name}: {ran} cases passed");
+    let report = plugin_test(&crate::plugin_path(name), &dir);
+    assert!(report.ends_with(" passed, 0 failed\n"), "{report}");
+    let passed: usize = report
+        .lines()
+        .last()
+        .and_then(|l| l.strip_prefix("result: "))
+        .and_then(|l| l.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no result line: {report}"));
+    assert!(passed >= 4, "{}: too few cases\n{report}", dir.display());
+    eprintln!("{language} example {name}: {passed} cases passed");
+}
+
+/// `kstage plugin test COMPONENT CASES` (a fresh compile cache, generous deadline): its
+/// report, which must say every case passed.
+fn plugin_test(component: &Path, cases: &Path) -> String {
+    let cache = crate::scratch(&format!(
+        "cases-{}",
+        component
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    ));
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kstage"))
+        .args(["plugin", "test", "--timeout", "2s"])
+        .arg(component)
+        .arg(cases)
+        .env("KSTAGE_CACHE", &cache)
+        .env_remove("KSTAGE_LOG")
+        .output()
+        .expect("kstage runs");
+    let _ = std::fs::remove_dir_all(&cache);
+    let report = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "kstage plugin test {} {} failed:\n{report}\n{}",
+        component.display(),
+        cases.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    report
 }
 
 #[test]
@@ -222,4 +227,15 @@ fn wasi_is_denied_unless_granted() {
     );
     assert_eq!(probe(&networked, &file), denied, "files stay denied");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+#[cfg_attr(
+    not(kstage_plugin = "wasi-probe"),
+    ignore = "wasi-probe.wasm not built: run plugins/build --install python"
+)]
+fn wasi_probe_cases() {
+    let dir = crate::root().join("tests/plugins/wasi-probe/cases");
+    let report = plugin_test(&crate::plugin_path("wasi-probe"), &dir);
+    assert!(report.ends_with(" passed, 0 failed\n"), "{report}");
 }

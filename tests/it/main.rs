@@ -16,6 +16,7 @@ mod golden;
 mod kubectl;
 mod kubectl_imperative;
 mod plugin;
+mod plugin_cli;
 mod plugin_sim;
 mod process;
 mod protobuf;

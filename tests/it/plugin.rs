@@ -251,6 +251,30 @@ fn a_trap_discards_the_instance_and_the_plugin_keeps_serving() {
     assert_eq!(plugin.ping().expect("answers").name, "fixture");
 }
 
+/// A trap names its reason and the wasm frames it happened in, one line each (not only
+/// wasmtime's header line).
+#[test]
+fn a_trap_names_its_reason_and_its_wasm_frames() {
+    let plugin = load(&Fixture::classifier(Classify::Trap));
+    let error = plugin.classify(&failure(None, 0)).expect_err("traps");
+    let text = error.to_string();
+    assert!(
+        text.contains("trapped: wasm trap: wasm `unreachable` instruction executed"),
+        "{text}"
+    );
+    let frames: Vec<&str> = text
+        .lines()
+        .skip_while(|l| l.trim() != "wasm backtrace:")
+        .skip(1)
+        .collect();
+    assert!(!frames.is_empty(), "{text}");
+    // The fixture has no name section: its frames are named by index and offset.
+    assert!(
+        frames[0].trim_start().starts_with("0: <wasm function") && frames[0].contains("offset 0x"),
+        "one line per frame, innermost first: {text}"
+    );
+}
+
 #[test]
 fn a_plugin_for_another_interface_version_is_rejected() {
     let error = load_with(

@@ -1,0 +1,189 @@
+//! `kstage plugin check | call | test` end to end on WAT fixtures: the compile cache
+//! across processes, test cases with expectations met and missed (text and JUnit), a
+//! case's expectation checked by `call`, and a trap's report.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use crate::fixtures::{Classify, Fixture, Render};
+
+/// `kstage ARGS` with its compile cache in `cache`.
+fn kstage(cache: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kstage"))
+        .args(args)
+        .env("KSTAGE_CACHE", cache)
+        .env_remove("KSTAGE_NO_COMPILE_CACHE")
+        .env_remove("KSTAGE_LOG")
+        .output()
+        .expect("kstage runs")
+}
+
+fn text(out: &[u8]) -> String {
+    String::from_utf8_lossy(out).into_owned()
+}
+
+/// A scratch folder with the fixture written as `plugin.wasm`, and `cases/` holding
+/// `cases` (name, YAML).
+fn setup(tag: &str, fixture: &Fixture, cases: &[(&str, &str)]) -> (PathBuf, PathBuf) {
+    let dir = crate::scratch(tag);
+    let wasm = dir.join("plugin.wasm");
+    std::fs::write(&wasm, fixture.build()).expect("write");
+    std::fs::create_dir_all(dir.join("cases")).expect("cases");
+    for (name, yaml) in cases {
+        std::fs::write(dir.join("cases").join(name), yaml).expect("write");
+    }
+    (dir, wasm)
+}
+
+const GOOD: &str = "capability: classifier\ninput: {kind: http, status: 429, message: m}\nexpect: {decision: retry-after, afterMs: 1234}\n";
+const WRONG: &str = "capability: classifier\ninput: {kind: http, status: 500, message: m}\nexpect: {decision: drop, warn: true}\n";
+const TYPO: &str = "capability: classifier\ninput: {kind: http}\nexpected: {decision: backoff}\n";
+
+#[test]
+fn a_compiled_component_is_read_from_the_cache_by_the_next_process() {
+    let (dir, wasm) = setup("cache", &Fixture::classifier(Classify::Policy), &[]);
+    let cache = dir.join("cache");
+    let wasm = wasm.to_string_lossy().into_owned();
+    let first = kstage(&cache, &["plugin", "check", &wasm]);
+    assert!(first.status.success(), "{}", text(&first.stderr));
+    assert!(
+        text(&first.stdout).contains("compiled, and cached in"),
+        "{}",
+        text(&first.stdout)
+    );
+    let second = kstage(&cache, &["plugin", "check", &wasm]);
+    assert!(
+        text(&second.stdout).contains("read from the cache in"),
+        "{}",
+        text(&second.stdout)
+    );
+    let off = kstage(&cache, &["plugin", "check", "--no-compile-cache", &wasm]);
+    assert!(
+        text(&off.stdout).contains("compiled (no compile cache)"),
+        "{}",
+        text(&off.stdout)
+    );
+}
+
+#[test]
+fn plugin_test_reports_each_case_with_what_differs_and_fails_on_any() {
+    let (dir, wasm) = setup(
+        "cases",
+        &Fixture::classifier(Classify::Policy),
+        &[
+            ("good.yaml", GOOD),
+            ("wrong.yaml", WRONG),
+            ("typo.yaml", TYPO),
+        ],
+    );
+    let cache = dir.join("cache");
+    let wasm = wasm.to_string_lossy().into_owned();
+    // No cases given: the `cases/` beside the component.
+    let out = kstage(&cache, &["plugin", "test", &wasm]);
+    let report = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{report}");
+    assert!(report.contains("ok    good "), "{report}");
+    assert!(report.contains("FAIL  wrong"), "{report}");
+    assert!(
+        report.contains(".decision: expected \"drop\", got \"backoff\""),
+        "{report}"
+    );
+    assert!(
+        report.contains(".warn: missing (expected true)"),
+        "{report}"
+    );
+    assert!(
+        report.contains("not a case: unknown key \"expected\""),
+        "{report}"
+    );
+    assert!(report.ends_with("result: 1 passed, 2 failed\n"), "{report}");
+    // Only the good case: exit 0.
+    let good = dir.join("cases/good.yaml").to_string_lossy().into_owned();
+    let out = kstage(&cache, &["plugin", "test", &wasm, &good]);
+    assert!(out.status.success(), "{}", text(&out.stdout));
+    // JUnit for CI.
+    let out = kstage(&cache, &["plugin", "test", &wasm, "--output", "junit"]);
+    let xml = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        xml.contains("tests=\"3\" failures=\"1\" errors=\"1\""),
+        "{xml}"
+    );
+    assert!(
+        xml.contains("<testcase name=\"good\" classname=\"plugin.wasm.classifier\""),
+        "{xml}"
+    );
+    assert!(
+        xml.contains(
+            "<failure message=\".decision: expected &quot;drop&quot;, got &quot;backoff&quot;\""
+        ),
+        "{xml}"
+    );
+}
+
+#[test]
+fn plugin_call_checks_a_cases_expectation() {
+    let (dir, wasm) = setup(
+        "call",
+        &Fixture::classifier(Classify::Policy),
+        &[("good.yaml", GOOD), ("wrong.yaml", WRONG)],
+    );
+    let cache = dir.join("cache");
+    let wasm = wasm.to_string_lossy().into_owned();
+    let case = |name: &str| dir.join("cases").join(name).to_string_lossy().into_owned();
+    let good = kstage(
+        &cache,
+        &[
+            "plugin",
+            "call",
+            &wasm,
+            "classifier",
+            "--input",
+            &case("good.yaml"),
+        ],
+    );
+    assert!(good.status.success(), "{}", text(&good.stderr));
+    assert!(text(&good.stdout).contains("\"afterMs\": 1234"));
+    // The capability may come from the case; a wrong expectation exits 1, saying why.
+    let wrong = kstage(
+        &cache,
+        &["plugin", "call", &wasm, "--input", &case("wrong.yaml")],
+    );
+    assert_eq!(wrong.status.code(), Some(1), "{}", text(&wrong.stdout));
+    assert!(text(&wrong.stdout).contains("\"decision\": \"backoff\""));
+    assert!(
+        text(&wrong.stderr).contains(".decision: expected \"drop\", got \"backoff\""),
+        "{}",
+        text(&wrong.stderr)
+    );
+}
+
+#[test]
+fn a_trap_in_plugin_call_shows_its_reason_and_frames() {
+    let (dir, wasm) = setup(
+        "trap",
+        &Fixture {
+            render: Some(Render::TrapOnLong),
+            ..Fixture::default()
+        },
+        &[(
+            "long.yaml",
+            "capability: renderer\ninput: {stage: s, template: '{\"a\": 1}', object: {}}\nexpectError: unreachable\n",
+        )],
+    );
+    let cache = dir.join("cache");
+    let wasm = wasm.to_string_lossy().into_owned();
+    let input = dir.join("cases/long.yaml").to_string_lossy().into_owned();
+    let out = kstage(
+        &cache,
+        &["plugin", "call", &wasm, "renderer", "--input", &input],
+    );
+    let said = text(&out.stdout);
+    assert!(out.status.success(), "{said}{}", text(&out.stderr));
+    assert!(
+        said.contains("wasm `unreachable` instruction executed"),
+        "{said}"
+    );
+    assert!(said.contains("wasm backtrace:"), "{said}");
+    assert!(said.contains("     0: <wasm function"), "{said}");
+}
