@@ -11,6 +11,7 @@ mod examples;
 mod faults;
 mod fixtures;
 mod hostile;
+mod go_stress;
 mod golden;
 mod kubectl;
 mod plugin;
