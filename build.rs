@@ -26,12 +26,13 @@
 use std::path::{Path, PathBuf};
 
 /// The components `plugins/build` makes, one per example (and the WASI probe).
-const COMPONENTS: [&str; 6] = [
+const COMPONENTS: [&str; 7] = [
     "chaos-router",
     "retry-budget",
     "exp-backoff",
     "json-fill",
     "label-router",
+    "hash-router",
     "wasi-probe",
 ];
 

@@ -1,7 +1,8 @@
-//! `kstage plugin bench`: µs per call of each capability a plugin exports, measured in
-//! the same run as kstage's built-in implementation of that capability, on the example
-//! pod and the example pod Stages. Plugin figures include marshalling (the object is
-//! serialised to JSON text per call, as the engine does).
+//! `kstage plugin bench`: µs per call of each capability a plugin exports (the median
+//! and the 99th percentile of calls timed one by one), measured in the same run as
+//! kstage's built-in implementation of that capability, on the example pod and the
+//! example pod Stages. Plugin figures include marshalling (the object is serialised to
+//! JSON text per call, as the engine does).
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -44,27 +45,29 @@ pub(super) fn run(plugin: &Plugin, calls: u32) -> anyhow::Result<ExitCode> {
         .ok_or_else(|| anyhow::anyhow!("the example pod is missing"))?;
     let mut rng = Rng::seeded(1);
     let mut out = format!(
-        "plugin {} ({} {}), {calls} calls per figure, median of 20 batches\n",
+        "plugin {} ({} {}), {calls} calls per capability, each timed: median (p50) and p99\n",
         plugin.path().display(),
         plugin.info().name,
         plugin.info().version
     );
     out.push_str(&format!(
-        "{:<12} {:>12} {:>12} {:>8}\n",
-        "capability", "plugin", "built-in", "ratio"
+        "{:<12} {:>12} {:>12} {:>13} {:>13} {:>8}\n",
+        "capability", "plugin p50", "plugin p99", "built-in p50", "built-in p99", "ratio"
     ));
-    let mut line = |capability: Capability, wasm: Duration, native: Duration| {
+    let mut line = |capability: Capability, wasm: Timing, native: Timing| {
         // A built-in answer in a few nanoseconds makes a ratio meaningless.
-        let ratio = if native >= Duration::from_nanos(10) {
-            format!("{:.1}x", wasm.as_secs_f64() / native.as_secs_f64())
+        let ratio = if native.p50 >= Duration::from_nanos(10) {
+            format!("{:.1}x", wasm.p50.as_secs_f64() / native.p50.as_secs_f64())
         } else {
             "-".to_owned()
         };
         out.push_str(&format!(
-            "{:<12} {:>12} {:>12} {:>8}\n",
+            "{:<12} {:>12} {:>12} {:>13} {:>13} {:>8}\n",
             capability.as_str(),
-            micros(wasm),
-            micros(native),
+            micros(wasm.p50),
+            micros(wasm.p99),
+            micros(native.p50),
+            micros(native.p99),
             ratio
         ));
     };
@@ -132,27 +135,59 @@ fn first_template<'a>(
         })
 }
 
-/// Median of `samples` (sorted in place).
-fn median(samples: &mut [Duration]) -> Duration {
-    samples.sort_unstable();
-    samples.get(samples.len() / 2).copied().unwrap_or_default()
+/// The median and the 99th percentile of calls timed one by one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Timing {
+    p50: Duration,
+    p99: Duration,
 }
 
-/// Time `f` `calls` times after 100 warm-up calls; the median of 20 batches, per call.
-fn time_per_call(calls: u32, mut f: impl FnMut()) -> Duration {
+/// The `q`-quantile (0..=1, nearest rank) of `samples`, which must be sorted.
+fn quantile(sorted: &[Duration], q: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let rank = ((sorted.len() as f64 * q).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
+}
+
+/// Time `f` `calls` times (at least once), each call on its own, after 100 warm-up calls.
+fn time_per_call(calls: u32, mut f: impl FnMut()) -> Timing {
     for _ in 0..100 {
         f();
     }
-    let batches = 20;
-    let per_batch = calls.div_ceil(batches).max(1);
-    let mut samples: Vec<Duration> = (0..batches)
+    let mut samples: Vec<Duration> = (0..calls.max(1))
         .map(|_| {
             let start = Instant::now();
-            for _ in 0..per_batch {
-                f();
-            }
-            start.elapsed() / per_batch
+            f();
+            start.elapsed()
         })
         .collect();
-    median(&mut samples)
+    samples.sort_unstable();
+    Timing {
+        p50: quantile(&samples, 0.5),
+        p99: quantile(&samples, 0.99),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantiles_are_nearest_rank() {
+        let samples: Vec<Duration> = (1..=200).map(Duration::from_micros).collect();
+        assert_eq!(quantile(&samples, 0.5), Duration::from_micros(100));
+        assert_eq!(quantile(&samples, 0.99), Duration::from_micros(198));
+        assert_eq!(quantile(&samples[..1], 0.99), Duration::from_micros(1));
+        assert_eq!(quantile(&[], 0.5), Duration::ZERO);
+    }
+
+    #[test]
+    fn every_call_is_timed() {
+        let mut count = 0;
+        let timing = time_per_call(1_000, || count += 1);
+        assert_eq!(count, 1_100, "100 warm-up calls, then 1,000 timed");
+        assert!(timing.p50 <= timing.p99);
+    }
 }

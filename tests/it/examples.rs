@@ -23,7 +23,7 @@ fn runtime() -> Arc<Runtime> {
 }
 
 /// The example `name` built for `language`, loaded and validated.
-fn component(language: &str, name: &str, settings: Settings) -> Arc<Plugin> {
+pub(crate) fn component(language: &str, name: &str, settings: Settings) -> Arc<Plugin> {
     let path = crate::plugin_path(name);
     let bytes = std::fs::read(&path).unwrap_or_else(|e| {
         panic!(
@@ -47,7 +47,7 @@ fn component(language: &str, name: &str, settings: Settings) -> Arc<Plugin> {
 }
 
 /// Generous deadlines: a loaded CI machine runs these beside other tests.
-fn settings() -> Settings {
+pub(crate) fn settings() -> Settings {
     Settings {
         timeout: std::time::Duration::from_secs(2),
         ..Settings::default()
@@ -153,6 +153,15 @@ fn js_json_fill() {
 )]
 fn python_label_router() {
     example("python", "label-router", &[Capability::Selector]);
+}
+
+#[test]
+#[cfg_attr(
+    not(kstage_plugin = "hash-router"),
+    ignore = "hash-router.wasm not built: run plugins/build --install go"
+)]
+fn go_hash_router() {
+    example("go", "hash-router", &[Capability::Selector]);
 }
 
 /// The probe's answer to a `message` command: `retry-after(N)` means the access worked.

@@ -12,13 +12,15 @@
 //
 // PATH is a chain of `.name`, `[index]` and `["quoted key"]` selectors, for example
 // `metadata.name`, `status.conditions[0].type` or
-// `metadata.labels["app.kubernetes.io/name"]`.
+// `metadata.labels["app.kubernetes.io/name"]`: the path syntax of kstage's JavaScript
+// SDK (plugins/sdk/js), whose lookups this plugin uses.
 
 import { now } from 'kstage:plugin/host@0.1.0';
+import { MISSING, info, lookup, parseObject, parsePath } from '../../sdk/js/kstage-plugin.js';
 
 export const metadata = {
   info() {
-    return { name: 'json-fill', version: '0.1.0', interfaceVersion: '0.1.0' };
+    return info('json-fill', '0.1.0');
   },
 };
 
@@ -31,19 +33,11 @@ export const renderer = {
     } catch (e) {
       throw `template is not JSON: ${e.message}`;
     }
-    let obj;
-    try {
-      obj = JSON.parse(object);
-    } catch (e) {
-      throw `object is not JSON: ${e.message}`;
-    }
+    const obj = parseObject(object).tree;
     const ctx = { stage, obj, now: undefined };
     return JSON.stringify(fill(tree, ctx));
   },
 };
-
-// A value that is not there; distinct from JSON null.
-const MISSING = Symbol('missing');
 
 function fill(node, ctx) {
   if (typeof node === 'string') return fillString(node, ctx);
@@ -135,77 +129,4 @@ function evaluate(text, ctx) {
   }
   if (expr === 'stage') return ctx.stage;
   return lookup(ctx.obj, parsePath(expr));
-}
-
-const NAME = /[A-Za-z0-9_-]/;
-
-// Parses `a.b[0]["c.d"]` into ['a', 'b', 0, 'c.d'] (numbers are array indexes).
-function parsePath(expr) {
-  const bad = (why) => {
-    throw `invalid path ${JSON.stringify(expr)}: ${why}`;
-  };
-  const steps = [];
-  let i = 0;
-  const name = () => {
-    const start = i;
-    while (i < expr.length && NAME.test(expr[i])) i += 1;
-    if (i === start) bad(i < expr.length ? `unexpected ${JSON.stringify(expr[i])} at ${i}` : 'ends after "."');
-    steps.push(expr.slice(start, i));
-  };
-  if (expr.length === 0) bad('empty');
-  if (expr[0] !== '[') name();
-  while (i < expr.length) {
-    const c = expr[i];
-    if (c === '.') {
-      i += 1;
-      name();
-    } else if (c === '[') {
-      i += 1;
-      const q = expr[i];
-      if (q === '"' || q === "'") {
-        let key = '';
-        i += 1;
-        for (;;) {
-          if (i >= expr.length) bad('unterminated quoted key');
-          const k = expr[i];
-          if (k === q) break;
-          if (k === '\\') {
-            i += 1;
-            if (i >= expr.length) bad('unterminated quoted key');
-          }
-          key += expr[i];
-          i += 1;
-        }
-        i += 1;
-        steps.push(key);
-      } else {
-        const start = i;
-        while (i < expr.length && expr[i] >= '0' && expr[i] <= '9') i += 1;
-        if (i === start) bad(`expected an index or a quoted key at ${start}`);
-        steps.push(Number(expr.slice(start, i)));
-      }
-      if (expr[i] !== ']') bad(`expected "]" at ${i}`);
-      i += 1;
-    } else {
-      bad(`unexpected ${JSON.stringify(c)} at ${i}`);
-    }
-  }
-  return steps;
-}
-
-const own = (value, key) => Object.prototype.hasOwnProperty.call(value, key);
-
-function lookup(value, steps) {
-  for (const step of steps) {
-    if (typeof step === 'number') {
-      if (!Array.isArray(value) || step >= value.length) return MISSING;
-      value = value[step];
-    } else {
-      if (value === null || typeof value !== 'object' || Array.isArray(value) || !own(value, step)) {
-        return MISSING;
-      }
-      value = value[step];
-    }
-  }
-  return value;
 }

@@ -19,8 +19,10 @@ mkdir -p "$build/src" "$OUT"
 cp "$here/app.py" "$build/src/"
 # Stub bindings, for editors and type checkers only; componentize generates its own.
 componentize-py -q -d "$WIT" -w selector-plugin bindings "$build/bindings"
+# kstage's Python SDK (plugins/sdk/python), tested first in plain Python.
+(cd "$root/plugins/sdk/python" && python3 -B -m unittest -q test_kstage_plugin)
 componentize-py -q -d "$WIT" -w selector-plugin componentize \
-  -p "$build/src" -o "$OUT/label-router.wasm" app
+  -p "$build/src" -p "$root/plugins/sdk/python" -o "$OUT/label-router.wasm" app
 echo "label-router: $OUT/label-router.wasm ($(stat -c %s "$OUT/label-router.wasm") bytes)"
 
 "$root/tests/plugins/wasi-probe/build.sh"

@@ -1,0 +1,3 @@
+module kstage.dev/plugin
+
+go 1.25
