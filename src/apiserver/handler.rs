@@ -366,12 +366,7 @@ where
     B: hyper::body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let content_type = req
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_owned();
+    let content_type = content_type(&req);
     let body = match read_body(req).await {
         Ok(b) => b,
         Err(resp) => return resp,
@@ -1094,12 +1089,7 @@ where
             None,
         );
     }
-    let content_type = req
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_owned();
+    let content_type = content_type(&req);
     let body = match read_body(req).await {
         Ok(b) => b,
         Err(resp) => return resp,
@@ -1178,4 +1168,13 @@ fn scale_request(
             None,
         ),
     }
+}
+
+/// The request's `Content-Type`, empty when it has none (or it is not text).
+fn content_type<B>(req: &Request<B>) -> String {
+    req.headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned()
 }

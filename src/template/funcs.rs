@@ -129,7 +129,7 @@ fn at_least(name: &str, args: &[Value], n: usize) -> Result<(), GoError> {
 }
 
 /// Go's type name for a template value, as its argument checks print it.
-fn go_type(value: &Value) -> &'static str {
+pub(crate) fn go_type(value: &Value) -> &'static str {
     match value {
         Value::Nil => "nil",
         Value::Bool(_) => "bool",

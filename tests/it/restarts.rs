@@ -154,19 +154,7 @@ async fn the_api_server_restarted_with_its_state_kept_loses_nothing_and_repeats_
     run.drain();
     assert_no_errors(&run);
     drop(run);
-    let counts = event_counts(&client, "default").await;
-    let twice: Vec<_> = counts.iter().filter(|(_, n)| **n > 1).collect();
-    assert!(
-        twice.is_empty(),
-        "events sent twice across the restart: {twice:?}"
-    );
-    for reason in ["Scheduled", "Started"] {
-        assert_eq!(
-            counts.keys().filter(|(_, r)| r == reason).count(),
-            BEFORE + AFTER,
-            "{reason} events"
-        );
-    }
+    assert_events_once(&client, BEFORE + AFTER, "across the restart").await;
     let _ = server.child.kill();
 }
 
@@ -295,16 +283,18 @@ async fn the_api_server_paused_and_resumed_loses_nothing_and_repeats_nothing() {
     run.drain();
     assert_no_errors(&run);
     drop(run);
-    let counts = event_counts(&client, "default").await;
+    assert_events_once(&client, PAUSED, "across the pause").await;
+}
+
+/// Every pod got one `Scheduled` and one `Started` Event, none sent twice.
+async fn assert_events_once(client: &kube::Client, pods: usize, when: &str) {
+    let counts = event_counts(client, "default").await;
     let twice: Vec<_> = counts.iter().filter(|(_, n)| **n > 1).collect();
-    assert!(
-        twice.is_empty(),
-        "events sent twice across the pause: {twice:?}"
-    );
+    assert!(twice.is_empty(), "events sent twice {when}: {twice:?}");
     for reason in ["Scheduled", "Started"] {
         assert_eq!(
             counts.keys().filter(|(_, r)| r == reason).count(),
-            PAUSED,
+            pods,
             "{reason} events"
         );
     }

@@ -66,14 +66,7 @@ pub(crate) fn map(items: BTreeMap<Arc<str>, Value>) -> Value {
 pub(crate) fn type_of(value: &Value) -> &'static str {
     match value {
         Value::Nil => "<nil>",
-        Value::Bool(_) => "bool",
-        Value::Int(_) => "int",
-        Value::Uint(_) => "uint64",
-        Value::Float(_) => "float64",
-        Value::String(_) => "string",
-        Value::List(_) => "[]interface {}",
-        Value::Map(_) => "map[string]interface {}",
-        _ => "func",
+        other => crate::template::funcs::go_type(other),
     }
 }
 

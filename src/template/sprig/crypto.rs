@@ -472,15 +472,13 @@ fn golden_certificate(c: &Call<'_>, a: &[Value]) -> Value {
     certificate(format!("<{call}.Cert>"), format!("<{call}.Key>"))
 }
 
-fn gen_ca(c: &Call<'_>, a: &[Value], key: Option<&Value>) -> Result<Value, GoError> {
-    let (cn, days) = (str_arg(&a[0])?, int_arg(&a[1])?);
-    if c.env.golden() {
-        return Ok(golden_certificate(c, a));
-    }
-    let mut params = base_params(c, cn, &[], &[], days)?;
-    let key = subject_key(c, key)?;
-    params.key_usages.push(rcgen::KeyUsagePurpose::KeyCertSign);
-    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+/// The certificate of `params` signed with its own `key`, and the key, as sprig's
+/// certificate dict.
+fn self_signed(
+    c: &Call<'_>,
+    params: &rcgen::CertificateParams,
+    key: &Key,
+) -> Result<Value, GoError> {
     let pair = key
         .key_pair()
         .map_err(|e| c.fail(format!("error creating certificate: {e}")))?;
@@ -491,6 +489,18 @@ fn gen_ca(c: &Call<'_>, a: &[Value], key: Option<&Value>) -> Result<Value, GoErr
         cert.pem(),
         key.to_pem().map_err(|e| c.fail(e))?,
     ))
+}
+
+fn gen_ca(c: &Call<'_>, a: &[Value], key: Option<&Value>) -> Result<Value, GoError> {
+    let (cn, days) = (str_arg(&a[0])?, int_arg(&a[1])?);
+    if c.env.golden() {
+        return Ok(golden_certificate(c, a));
+    }
+    let mut params = base_params(c, cn, &[], &[], days)?;
+    let key = subject_key(c, key)?;
+    params.key_usages.push(rcgen::KeyUsagePurpose::KeyCertSign);
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    self_signed(c, &params, &key)
 }
 
 fn gen_self_signed(c: &Call<'_>, a: &[Value], key: Option<&Value>) -> Result<Value, GoError> {
@@ -505,16 +515,7 @@ fn gen_self_signed(c: &Call<'_>, a: &[Value], key: Option<&Value>) -> Result<Val
     }
     let params = base_params(c, cn, ips, dns, days)?;
     let key = subject_key(c, key)?;
-    let pair = key
-        .key_pair()
-        .map_err(|e| c.fail(format!("error creating certificate: {e}")))?;
-    let cert = params
-        .self_signed(&pair)
-        .map_err(|e| c.fail(format!("error creating certificate: {e}")))?;
-    Ok(certificate(
-        cert.pem(),
-        key.to_pem().map_err(|e| c.fail(e))?,
-    ))
+    self_signed(c, &params, &key)
 }
 
 fn gen_signed(c: &Call<'_>, a: &[Value], key: Option<&Value>) -> Result<Value, GoError> {
