@@ -138,7 +138,7 @@ pub enum SimError {
         at: Duration,
         /// Stages played at that instant.
         plays: u64,
-        /// The Stages played at that instant, most played first.
+        /// The Stages played at that instant (in its second half), most played first.
         stages: Vec<(String, u64)>,
     },
 }
@@ -160,11 +160,12 @@ fn most_played(stages: &[(String, u64)]) -> String {
 /// the run ends with [`SimError::Spinning`] (a loop of Stages with no delay, with the loop
 /// guard off or too loose), instead of filling memory with its timeline.
 struct Spin {
-    /// The instant being watched (`None`: none yet), and the plays per Stage when it
-    /// began.
+    /// The instant being watched (`None`: none yet), and the plays when it began.
     at: Option<tokio::time::Instant>,
-    base: BTreeMap<String, u64>,
     base_total: u64,
+    /// The plays per Stage once half the bound was played at this instant (taken only
+    /// then: a map per instant would cost every run), to name what loops.
+    halfway: Option<BTreeMap<String, u64>>,
     /// Plays allowed at one instant, per object in the cluster.
     per_object: u64,
     /// Polls since the last check.
@@ -189,8 +190,8 @@ impl Spin {
         };
         Self {
             at: None,
-            base: BTreeMap::new(),
             base_total: 0,
+            halfway: None,
             per_object: allowed,
             polls: 0,
         }
@@ -221,20 +222,24 @@ impl Spin {
         let metrics = engine.metrics();
         if self.at != Some(now) {
             self.at = Some(now);
-            self.base = metrics.transitions();
-            self.base_total = self.base.values().sum();
+            self.base_total = metrics.transitions_total();
+            self.halfway = None;
             return Ok(());
         }
         let plays = metrics.transitions_total().saturating_sub(self.base_total);
         let bound = Self::FLOOR.max(self.per_object.saturating_mul(cluster.len() as u64));
         if plays <= bound {
+            if plays > bound / 2 && self.halfway.is_none() {
+                self.halfway = Some(metrics.transitions());
+            }
             return Ok(());
         }
+        let halfway = self.halfway.take().unwrap_or_default();
         let mut stages: Vec<(String, u64)> = metrics
             .transitions()
             .into_iter()
             .map(|(name, n)| {
-                let before = self.base.get(&name).copied().unwrap_or(0);
+                let before = halfway.get(&name).copied().unwrap_or(0);
                 (name, n.saturating_sub(before))
             })
             .filter(|(_, n)| *n > 0)

@@ -268,7 +268,11 @@ impl Metrics {
 
     /// Total transitions.
     pub fn transitions_total(&self) -> u64 {
-        self.transitions_by_resource().values().sum()
+        self.transitions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .sum()
     }
 
     /// Classified failures per decision (those that happened).
