@@ -187,3 +187,45 @@ fn a_trap_in_plugin_call_shows_its_reason_and_frames() {
     assert!(said.contains("wasm backtrace:"), "{said}");
     assert!(said.contains("     0: <wasm function"), "{said}");
 }
+
+#[test]
+fn check_prints_the_stage_plugin_that_deploys_the_component() {
+    let (dir, wasm) = setup("manifest", &Fixture::classifier(Classify::Policy), &[]);
+    let cache = dir.join("cache");
+    let bytes = std::fs::read(&wasm).expect("read");
+    let sha256 = kstage::plugin::runtime::digest(&bytes);
+    let wasm = wasm.to_string_lossy().into_owned();
+    // Only the manifest: it reads back as the StagePlugin kstage itself accepts.
+    let out = kstage(&cache, &["plugin", "check", &wasm, "--manifest"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let manifest = kstage::yaml::to_json(&text(&out.stdout)).expect("the manifest is YAML");
+    let parsed = kstage::plugin::resource::ResourcePlugin::parse(&manifest)
+        .expect("kstage accepts the StagePlugin it prints");
+    assert_eq!(parsed.name, "fixture");
+    assert_eq!(parsed.sha256, sha256);
+    assert_eq!(parsed.bind, [kstage::plugin::Capability::Classifier]);
+    assert_eq!(
+        parsed.source,
+        kstage::plugin::resource::Source::ConfigMap {
+            namespace: "kstage".into(),
+            name: "kstage-plugin-components".into(),
+            key: "plugin.wasm".into(),
+        }
+    );
+    // A URL source; the text report shows the manifest after the checks.
+    let url = "https://plugins.example.com/fixture.wasm";
+    let out = kstage(&cache, &["plugin", "check", &wasm, "--url", url]);
+    let report = text(&out.stdout);
+    assert!(out.status.success(), "{report}");
+    assert!(report.contains("kind: StagePlugin\n"), "{report}");
+    assert!(report.contains(&format!("url: {url}\n")), "{report}");
+    assert!(report.contains(&format!("sha256: {sha256}\n")), "{report}");
+    // A source that is not a URL is refused before anything loads.
+    let out = kstage(&cache, &["plugin", "check", &wasm, "--url", "ftp://x"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("not an http or https URL"),
+        "{}",
+        text(&out.stderr)
+    );
+}
