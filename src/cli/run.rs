@@ -233,7 +233,8 @@ impl Plugins {
                 });
             }
         };
-        let set = super::plugin::load_set(config, clock, None)?;
+        let (set, startup) = super::plugin::load_set(config, clock, None)?;
+        tracing::info!("{startup}");
         Ok(Self {
             deciders: set.deciders(),
             loaded: Some(set),

@@ -168,9 +168,15 @@ pub(super) fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
         );
         let renderer = Renderer::new(env.clone());
         let stages = super::load_stages(&paths.stages, &renderer)?;
-        let plugins = plugin_config
-            .map(|c| super::plugin::load_set(c, clock.clone(), Some(seed)))
-            .transpose()?;
+        let plugins = match plugin_config {
+            Some(c) => {
+                let (set, startup) = super::plugin::load_set(c, clock.clone(), Some(seed))?;
+                // Wall time, so stderr (stdout stays reproducible).
+                eprintln!("kstage sim: {startup}");
+                Some(set)
+            }
+            None => None,
+        };
         let deciders = plugins
             .as_ref()
             .map_or_else(crate::decide::Deciders::default, |set| set.deciders());

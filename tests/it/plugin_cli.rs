@@ -229,3 +229,36 @@ fn check_prints_the_stage_plugin_that_deploys_the_component() {
         text(&out.stderr)
     );
 }
+
+#[test]
+fn sim_says_how_long_its_plugins_took_to_start_and_where_their_code_came_from() {
+    let (dir, wasm) = setup("sim-startup", &Fixture::classifier(Classify::Policy), &[]);
+    let cache = dir.join("cache");
+    let config = dir.join("config.yaml");
+    std::fs::write(
+        &config,
+        "plugins:\n- name: fixture\n  path: plugin.wasm\nbindings:\n  classifier: fixture\n",
+    )
+    .expect("write");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let stages = root
+        .join("examples/stages/pod")
+        .to_string_lossy()
+        .into_owned();
+    let objects = root
+        .join("examples/objects/pods.yaml")
+        .to_string_lossy()
+        .into_owned();
+    let config = config.to_string_lossy().into_owned();
+    let args = [
+        "sim", "-s", &stages, "-f", &objects, "-o", "summary", "--config", &config,
+    ];
+    let first = kstage(&cache, &args);
+    let log = text(&first.stderr);
+    assert!(first.status.success(), "{log}");
+    assert!(log.contains("kstage sim: 1 plugin ready in "), "{log}");
+    assert!(log.contains(", compiled, and cached in "), "{log}");
+    let second = kstage(&cache, &args);
+    let log = text(&second.stderr);
+    assert!(log.contains(", read from the cache in "), "{log}");
+}

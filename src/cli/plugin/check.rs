@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use serde_json::{Value, json};
 
 use crate::cli::Output;
-use crate::plugin::{Capability, Runtime, Settings};
+use crate::plugin::{Capability, Settings};
 
 /// Arguments of `kstage plugin check`.
 #[derive(Debug, clap::Args)]
@@ -128,19 +128,6 @@ fn stage_plugin(plugin: &crate::plugin::Plugin, source: &ManifestSource) -> Valu
     })
 }
 
-/// Where the component's code came from: the disk cache, compiled now, or compiled with
-/// no disk cache.
-fn compile_cache(runtime: &Runtime) -> String {
-    match runtime.disk_cache() {
-        Some((dir, stats)) if stats.hits > 0 => format!("read from the cache in {}", dir.display()),
-        Some((dir, stats)) if stats.misses > 0 => {
-            format!("compiled, and cached in {}", dir.display())
-        }
-        Some((dir, _)) => format!("compiled (could not be cached in {})", dir.display()),
-        None => "compiled (no compile cache)".to_owned(),
-    }
-}
-
 /// What each family of WASI imports would need granted.
 fn wasi_needs(imports: &[String]) -> Vec<String> {
     let mut needs = Vec::new();
@@ -189,7 +176,7 @@ pub(super) fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
                 "imports": plugin.imports(),
                 "wasi": wasi_needs(plugin.imports()),
                 "problems": problems,
-                "compileCache": compile_cache(&runtime),
+                "compileCache": super::compile_cache(&runtime),
             });
             if ok {
                 report["stagePlugin"] = stage_plugin(&plugin, &source);

@@ -115,16 +115,48 @@ pub(super) fn load(
     Ok(Plugin::load(runtime, &name, file, &bytes, settings, env)?)
 }
 
-/// Load every plugin of a config (all must load and validate), naming each failure.
+/// Load every plugin of a config (all must load and validate), naming each failure. The
+/// text says how long that took and where the compiled code came from
+/// (`2 plugins ready in 0.31 s, read from the cache in DIR`).
 pub(super) fn load_set(
     config: crate::plugin::config::PluginConfig,
     clock: Arc<dyn crate::clock::Clock>,
     seed: Option<u64>,
-) -> anyhow::Result<Arc<crate::plugin::PluginSet>> {
-    crate::plugin::PluginSet::load(runtime()?, config, clock, seed).map_err(|errors| {
-        let list: Vec<String> = errors.iter().map(|e| format!("  {e}")).collect();
-        anyhow::anyhow!("cannot load the plugins:\n{}", list.join("\n"))
-    })
+) -> anyhow::Result<(Arc<crate::plugin::PluginSet>, String)> {
+    let began = std::time::Instant::now();
+    let runtime = runtime()?;
+    let count = config.plugins.len();
+    let set =
+        crate::plugin::PluginSet::load(runtime.clone(), config, clock, seed).map_err(|errors| {
+            let list: Vec<String> = errors.iter().map(|e| format!("  {e}")).collect();
+            anyhow::anyhow!("cannot load the plugins:\n{}", list.join("\n"))
+        })?;
+    let startup = format!(
+        "{count} plugin{} ready in {:.2} s, {}",
+        if count == 1 { "" } else { "s" },
+        began.elapsed().as_secs_f64(),
+        compile_cache(&runtime)
+    );
+    Ok((set, startup))
+}
+
+/// Where the components' code came from: the disk cache, compiled now, or compiled with
+/// no disk cache.
+fn compile_cache(runtime: &Runtime) -> String {
+    match runtime.disk_cache() {
+        Some((dir, stats)) if stats.misses > 0 && stats.hits > 0 => format!(
+            "{} read from the cache in {} and {} compiled into it",
+            stats.hits,
+            dir.display(),
+            stats.misses
+        ),
+        Some((dir, stats)) if stats.hits > 0 => format!("read from the cache in {}", dir.display()),
+        Some((dir, stats)) if stats.misses > 0 => {
+            format!("compiled, and cached in {}", dir.display())
+        }
+        Some((dir, _)) => format!("compiled (could not be cached in {})", dir.display()),
+        None => "compiled (no compile cache)".to_owned(),
+    }
 }
 
 /// A YAML or JSON file as JSON.
