@@ -235,11 +235,11 @@ fn sim_says_how_long_its_plugins_took_to_start_and_where_their_code_came_from() 
     let (dir, wasm) = setup("sim-startup", &Fixture::classifier(Classify::Policy), &[]);
     let cache = dir.join("cache");
     let config = dir.join("config.yaml");
-    std::fs::write(
-        &config,
-        "plugins:\n- name: fixture\n  path: plugin.wasm\nbindings:\n  classifier: fixture\n",
-    )
-    .expect("write");
+    let plugin = format!(
+        "plugins:\n- name: fixture\n  path: {}\nbindings:\n  classifier: fixture\n",
+        wasm.display()
+    );
+    std::fs::write(&config, plugin).expect("write");
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let stages = root
         .join("examples/stages/pod")
