@@ -26,6 +26,7 @@ mod remote;
 mod replicas;
 mod restarts;
 mod rollout;
+mod scaffold;
 mod serve;
 mod sim;
 mod stage_plugins;

@@ -17,19 +17,21 @@ mkdir -p "$OUT"
 unset RUSTFLAGS CARGO_ENCODED_RUSTFLAGS CARGO_BUILD_RUSTFLAGS RUSTC_WRAPPER \
   RUSTC_WORKSPACE_WRAPPER CARGO_TARGET_DIR CARGO_BUILD_TARGET RUSTUP_TOOLCHAIN RUSTDOC
 export RUSTC=/usr/bin/rustc RUSTC_BOOTSTRAP=1
-# Panic messages embed source paths: map the checkout and cargo's home to fixed names so
-# that the component's bytes (and its sha256) do not depend on where they live.
 # Its own cargo home (package cache and its locks), so that a build beside it, such as
 # CI's kstage build, never holds this one waiting.
 export CARGO_HOME="${KSTAGE_TOOLS:-$HOME/.cache/kstage-tools}/cargo-home"
-cargo_home="$CARGO_HOME"
-export CARGO_ENCODED_RUSTFLAGS="--remap-path-prefix=$repo=/kstage"$'\x1f'"--remap-path-prefix=$cargo_home=/cargo"
+# Panic messages embed source paths: -Ztrim-paths names them relative to their package
+# (`kstage-plugin-0.1.0/src/...`, `/rustc/<commit>/library/...`), so the component's bytes
+# (and its sha256) do not depend on where the checkout and cargo's home live. Being a
+# profile setting, not RUSTFLAGS, it also lets a plugin made by `kstage plugin new` share
+# this target folder's standard library (its build.sh builds the same way).
+export CARGO_PROFILE_RELEASE_TRIM_PATHS=all
 
 /usr/bin/cargo build \
   --manifest-path "$here/Cargo.toml" \
   --locked --release \
   --target wasm32-unknown-unknown \
-  -Zbuild-std=std,panic_abort \
+  -Zbuild-std=std,panic_abort -Ztrim-paths \
   --target-dir "$target_dir"
 
 core="$target_dir/wasm32-unknown-unknown/release/chaos_router.wasm"
