@@ -80,26 +80,42 @@ impl Clock for ManualClock {
 }
 
 /// Wall time that follows tokio's clock: it starts at a given time and advances with
-/// `tokio::time::Instant`, so under paused tokio time (tests) it is virtual and exact.
+/// `tokio::time::Instant`, so under paused tokio time (tests, `kstage sim`) it is virtual
+/// and exact.
+///
+/// tokio reads a paused clock only inside its runtime's context: a thread outside it (a
+/// plugin's call on a thread of its own) would read the real clock. So the clock keeps
+/// the handle of the runtime it was made in, and enters it to read the time from
+/// elsewhere.
 #[derive(Debug)]
 pub struct TokioClock {
     start: DateTime<Utc>,
     origin: tokio::time::Instant,
+    runtime: Option<tokio::runtime::Handle>,
 }
 
 impl TokioClock {
-    /// A clock showing `start` now.
+    /// A clock showing `start` now, following the current runtime's clock (the real one
+    /// when made outside a runtime).
     pub fn new(start: DateTime<Utc>) -> Self {
         Self {
             start,
             origin: tokio::time::Instant::now(),
+            runtime: tokio::runtime::Handle::try_current().ok(),
         }
     }
 }
 
 impl Clock for TokioClock {
     fn now(&self) -> DateTime<Utc> {
-        let elapsed = tokio::time::Instant::now().saturating_duration_since(self.origin);
+        let now = match (&self.runtime, tokio::runtime::Handle::try_current()) {
+            (Some(runtime), Err(_)) => {
+                let _context = runtime.enter();
+                tokio::time::Instant::now()
+            }
+            _ => tokio::time::Instant::now(),
+        };
+        let elapsed = now.saturating_duration_since(self.origin);
         self.start + TimeDelta::from_std(elapsed).unwrap_or(TimeDelta::MAX)
     }
 }
@@ -160,6 +176,23 @@ mod tests {
         let t = SystemClock.now();
         assert!(t >= before);
         assert!(t - before < TimeDelta::seconds(5));
+    }
+
+    #[test]
+    fn tokio_clock_shows_virtual_time_to_threads_outside_the_runtime() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .expect("runtime");
+        let clock = Arc::new(runtime.block_on(async { TokioClock::new(start()) }));
+        runtime.block_on(tokio::time::advance(std::time::Duration::from_secs(3600)));
+        let elsewhere = clock.clone();
+        let seen = std::thread::spawn(move || elsewhere.now())
+            .join()
+            .expect("thread");
+        assert_eq!(seen, start() + TimeDelta::hours(1));
+        assert_eq!(clock.now(), seen);
     }
 
     #[test]
