@@ -1,10 +1,11 @@
-//! `kstage plugin check | call | test | bench`: a plugin author's tools, one file per
+//! `kstage plugin check | call | test | bench | push`: a plugin author's tools, one file per
 //! command, and what they share: loading a component standalone, the runtime with its
 //! compile cache.
 
 mod call;
 mod check;
 mod junit;
+mod push;
 mod test;
 
 use std::path::{Path, PathBuf};
@@ -31,6 +32,9 @@ pub enum PluginCommand {
     Test(test::TestArgs),
     /// Time each capability of a plugin beside kstage's built-in implementation.
     Bench(BenchArgs),
+    /// Push a component to an OCI registry (`oci://REGISTRY/REPOSITORY:TAG`) and print
+    /// the digests to pin it by.
+    Push(push::PushArgs),
 }
 
 /// Arguments of `kstage plugin bench`.
@@ -71,6 +75,7 @@ pub(super) fn run(command: PluginCommand) -> anyhow::Result<ExitCode> {
         PluginCommand::Check(args) => check::run(args),
         PluginCommand::Call(args) => call::run(args),
         PluginCommand::Test(args) => test::run(args),
+        PluginCommand::Push(args) => push::run(args),
         PluginCommand::Bench(args) => {
             let plugin = load(&runtime()?, &args.file, Settings::default())?;
             super::bench_plugin::run(&plugin, args.calls)
