@@ -3,7 +3,8 @@
 //! own storage. `kstage plugin push` then a pull that runs; a wrong digest refused; a
 //! moved tag hot-swapped (and, with a rollout, analysed first); a registry that goes
 //! down leaves the serving version, with the reason in the StagePlugin's status, told
-//! once; basic auth through a `kubernetes.io/dockerconfigjson` pull secret.
+//! once; basic auth through a `kubernetes.io/dockerconfigjson` pull secret; a
+//! StagePlugin with a rollout analysing the version its tag moves to.
 //!
 //! Without `docker-registry` on `PATH` these tests are `ignored`; CI installs it and
 //! sets `KSTAGE_REQUIRE_REGISTRY=1`, so there they run or fail (see build.rs).
@@ -551,5 +552,94 @@ async fn a_stage_plugin_follows_its_tag_through_basic_auth_and_an_outage() {
         rollout::classify(&r.set, 429),
         Decision::RetryAfter(Duration::from_millis(1234))
     );
+    r.daemon.shutdown();
+}
+
+#[cfg_attr(
+    not(kstage_registry),
+    ignore = "needs docker-registry (apt-get install docker-registry)"
+)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stage_plugin_analyses_the_version_its_tag_moves_to() {
+    let registry = Registry::start("stage-plugin-rollout", &[]);
+    let dir = crate::scratch("oci-stage-plugin-rollout-files");
+    let (v1, _) = component_file(&dir, Classify::Policy, "1.0.0");
+    let (v2, _) = component_file(&dir, Classify::TrapOn503, "2.0.0");
+    let (_, sha1) = push(&v1, &registry.reference("kstage/chaos:live"), None);
+    let server = ApiServer::start(Config::default()).await.expect("server");
+    let state = &server.server().state;
+    sp::install_crd(state);
+    let r = sp::replica(&server).await;
+    let mut plugin = json!({
+        "apiVersion": GROUP, "kind": "StagePlugin",
+        "metadata": {"name": "chaos"},
+        "spec": {
+            "source": {"oci": {
+                "reference": format!("{}/kstage/chaos:live", registry.host),
+                "plainHttp": true, "pollInterval": "50ms",
+            }},
+            "bind": ["classifier"],
+        },
+    });
+    plugin["spec"]["rollout"] =
+        json!({"canary": 50, "analysis": {"minCalls": 10, "maxErrorRate": 0.1, "duration": "1h"}});
+    state.create(plugin).expect("StagePlugin");
+    let one = |what: &'static str, done: fn(&Value) -> bool| {
+        crate::e2e::wait_for(
+            state,
+            GROUP,
+            "StagePlugin",
+            what,
+            |all| all.len() == 1,
+            done,
+        )
+    };
+    one("version 1", |o| sp::says(o, "Ready", "True", "Serving")).await;
+    assert_eq!(get(state, "chaos")["status"]["digest"], sha1.as_str());
+
+    // The tag moves to a version that traps on 503: analysed, then rolled back.
+    let (_, sha2) = push(&v2, &registry.reference("kstage/chaos:live"), None);
+    let mut polls = r.daemon.plugin_polls();
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        polls.wait_for(|_| r.set.rollouts().len() == 1),
+    )
+    .await
+    .expect("analysing")
+    .expect("polling");
+    one("analysing", |o| {
+        o.pointer("/status/rollout/phase").and_then(Value::as_str) == Some("Analysing")
+    })
+    .await;
+    assert_eq!(
+        get(state, "chaos")["status"]["rollout"]["digest"],
+        sha2.as_str()
+    );
+    assert_eq!(sp::serving(&r.set).as_deref(), Some("1.0.0"));
+    let canary = r.set.rollouts()[0].canary.clone();
+    let before = rollout::calls(&canary);
+    while rollout::calls(&canary) - before < 10 {
+        rollout::classify(&r.set, 503);
+    }
+    one("rolled back", |o| {
+        o.pointer("/status/rollout/phase").and_then(Value::as_str) == Some("RolledBack")
+            && sp::says(o, "Ready", "False", "RolledBack")
+    })
+    .await;
+    // The tag still names version 2: polled on, not analysed again.
+    let target = *polls.borrow_and_update() + 5;
+    tokio::time::timeout(Duration::from_secs(30), polls.wait_for(|n| *n >= target))
+        .await
+        .expect("polled")
+        .expect("polling");
+    assert_eq!(sp::serving(&r.set).as_deref(), Some("1.0.0"));
+    assert!(
+        r.set
+            .rollouts()
+            .iter()
+            .all(|report| matches!(report.phase, kstage::plugin::rollout::Phase::Settled(_))),
+        "no new analysis"
+    );
+    assert_eq!(get(state, "chaos")["status"]["version"], "1.0.0");
     r.daemon.shutdown();
 }
