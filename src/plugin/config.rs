@@ -276,6 +276,15 @@ fn component(
             (path, sha256)
         }
         (None, None, Some(source)) => {
+            // Pinned and cached: read without asking the registry (as `url` is), so a
+            // restart needs no network; a moved tag is found by the next poll.
+            if let Some(path) = source
+                .pin
+                .as_deref()
+                .and_then(|pin| super::fetch::cached(cache, pin))
+            {
+                return Ok((path, sha256, oci));
+            }
             let auth = super::oci::Auth::docker_config(&source.registry())
                 .map_err(|e| format!("{}: {e}", at("oci")))?;
             let pulled = super::oci::pull_blocking(source, &auth, cache)
@@ -486,6 +495,32 @@ bindings:
             let error = PluginConfig::parse(text, Path::new(".")).expect_err(text);
             assert!(error.contains(expected), "{text}: {error}");
         }
+    }
+
+    #[test]
+    fn a_pinned_oci_plugin_in_the_cache_needs_no_registry() {
+        let cache = std::env::temp_dir().join(format!("kstage-oci-cache-{}", std::process::id()));
+        let bytes = b"\0asm component bytes".to_vec();
+        let sha = super::super::runtime::digest(&bytes);
+        super::super::fetch::store(&cache, &sha, &bytes).expect("cached");
+        // Port 9 on loopback: nothing listens.
+        let pinned = format!(
+            "plugins: [{{name: a, oci: '127.0.0.1:9/a:1', plainHttp: true, sha256: '{sha}'}}]"
+        );
+        let config = PluginConfig::parse_with_cache(&pinned, Path::new("."), &cache)
+            .expect("read from the cache");
+        let spec = &config.plugins[0];
+        assert_eq!(spec.path, cache.join(format!("{sha}.wasm")));
+        assert_eq!(spec.sha256.as_deref(), Some(sha.as_str()));
+        assert!(spec.oci.as_ref().is_some_and(|o| o.plain_http));
+        let unpinned = "plugins: [{name: a, oci: '127.0.0.1:9/a:1', plainHttp: true}]";
+        let error = PluginConfig::parse_with_cache(unpinned, Path::new("."), &cache)
+            .expect_err("the registry is asked");
+        assert!(
+            error.contains("plugins[0].oci: registry 127.0.0.1:9 unreachable"),
+            "{error}"
+        );
+        let _ = std::fs::remove_dir_all(&cache);
     }
 
     #[test]
