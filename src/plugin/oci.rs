@@ -238,7 +238,7 @@ pub enum OciError {
         detail: String,
     },
     /// The registry refused the credentials (or asked for some).
-    #[error("{reference}: the registry refused the credentials ({detail})")]
+    #[error("{reference}: the registry refused access, credentials missing or wrong ({detail})")]
     AuthRefused {
         /// The reference.
         reference: String,
@@ -378,7 +378,8 @@ fn innermost(error: &dyn std::error::Error) -> String {
         }
         source = cause.source();
     }
-    text
+    // Registries end their JSON error bodies with a newline.
+    text.trim_end().to_owned()
 }
 
 /// A client talking `https`, or `http` with `plain_http`.
