@@ -4,6 +4,8 @@
 //!
 //! It sets, for the test and bench targets:
 //! - `cfg(kstage_kubectl)` when `kubectl` is on `PATH`;
+//! - `cfg(kstage_registry)` when `docker-registry` (the CNCF distribution registry, which
+//!   the OCI plugin tests start) is on `PATH`;
 //! - `cfg(kstage_plugin = "NAME")` for each example component `NAME.wasm` that
 //!   `plugins/build` has put into the plugin folder;
 //! - `KSTAGE_PLUGIN_OUT` (compile-time env): that folder, `$KSTAGE_PLUGIN_OUT` or
@@ -13,8 +15,8 @@
 //! - `KSTAGE_TRANSCRIPTS` (compile-time env): a real kube-apiserver's recorded answers,
 //!   `$KSTAGE_TRANSCRIPTS` or `../shared/kube-apiserver/transcripts`.
 //!
-//! CI asks for everything (`KSTAGE_REQUIRE_PLUGINS=1`, `KSTAGE_REQUIRE_KUBECTL=1`, or
-//! `CI` set for kubectl): then every cfg is set whatever the machine has, and a missing
+//! CI asks for everything (`KSTAGE_REQUIRE_PLUGINS=1`, `KSTAGE_REQUIRE_KUBECTL=1`,
+//! `KSTAGE_REQUIRE_REGISTRY=1`, or `CI` set for kubectl): then every cfg is set whatever the machine has, and a missing
 //! tool fails its tests instead of skipping them.
 //!
 //! Re-run: `plugins/build` rewrites `<plugin folder>/.stamp` after every build, and this
@@ -45,11 +47,13 @@ fn main() {
         "KSTAGE_TRANSCRIPTS",
         "KSTAGE_REQUIRE_PLUGINS",
         "KSTAGE_REQUIRE_KUBECTL",
+        "KSTAGE_REQUIRE_REGISTRY",
         "CI",
     ] {
         println!("cargo::rerun-if-env-changed={var}");
     }
     println!("cargo::rustc-check-cfg=cfg(kstage_kubectl)");
+    println!("cargo::rustc-check-cfg=cfg(kstage_registry)");
     let values: Vec<String> = COMPONENTS.iter().map(|c| format!("\"{c}\"")).collect();
     println!(
         "cargo::rustc-check-cfg=cfg(kstage_plugin, values({}))",
@@ -63,6 +67,14 @@ fn main() {
     }
     if kubectl.is_some() || flag("KSTAGE_REQUIRE_KUBECTL") || std::env::var_os("CI").is_some() {
         println!("cargo::rustc-cfg=kstage_kubectl");
+    }
+
+    let registry = find_on_path("docker-registry");
+    if let Some(path) = &registry {
+        println!("cargo::rerun-if-changed={}", path.display());
+    }
+    if registry.is_some() || flag("KSTAGE_REQUIRE_REGISTRY") {
+        println!("cargo::rustc-cfg=kstage_registry");
     }
 
     let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_default());

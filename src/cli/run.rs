@@ -305,8 +305,14 @@ impl Plugins {
             crate::plugin::watch::ROLLOUT_CHECK,
             on_reload.clone(),
         );
+        // Plugins pulled by tag (now, or after a SIGHUP) follow their tag.
+        crate::plugin::watch::poll_registries(
+            set.clone(),
+            crate::plugin::fetch::cache_dir(),
+            on_reload.clone(),
+        );
         let watcher = crate::plugin::watch::watch(set.clone(), on_reload)?;
-        tracing::info!(config = %path.display(), "plugins: hot swap on (plugin files watched, config read again on SIGHUP)");
+        tracing::info!(config = %path.display(), "plugins: hot swap on (plugin files watched, registry tags followed, config read again on SIGHUP)");
         Ok(Some(watcher))
     }
 }

@@ -11,6 +11,7 @@
 //! checked and swapped into the plugin set the engine's deciders are built on.
 
 pub mod plugins;
+pub mod registry;
 pub mod rollout;
 pub mod status;
 
@@ -43,6 +44,7 @@ pub struct Daemon {
     tasks: Vec<JoinHandle<()>>,
     stage_events: tokio::sync::watch::Receiver<u64>,
     plugin_events: tokio::sync::watch::Receiver<u64>,
+    plugin_polls: tokio::sync::watch::Receiver<u64>,
 }
 
 impl std::fmt::Debug for Daemon {
@@ -85,12 +87,13 @@ impl Daemon {
             )));
         }
         let (plugins_handled, plugin_events) = tokio::sync::watch::channel(0);
+        let (polled, plugin_polls) = tokio::sync::watch::channel(0);
         if let Some(plugins) = plugin_crds {
             tasks.push(tokio::spawn(plugins::play_plugin_resources(
                 cluster,
                 engine.clone(),
                 plugins,
-                plugins_handled,
+                (plugins_handled, polled),
             )));
         }
         Self {
@@ -98,6 +101,7 @@ impl Daemon {
             tasks,
             stage_events,
             plugin_events,
+            plugin_polls,
         }
     }
 
@@ -116,6 +120,12 @@ impl Daemon {
     /// changed; the initial list counts as one).
     pub fn plugin_events(&self) -> tokio::sync::watch::Receiver<u64> {
         self.plugin_events.clone()
+    }
+
+    /// How many times the StagePlugins' registry tags have been resolved again (each
+    /// time reconciled, the status written only where it changed).
+    pub fn plugin_polls(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.plugin_polls.clone()
     }
 
     /// Stop gracefully within `grace`: no new Stage starts, those being played are

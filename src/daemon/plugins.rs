@@ -1,25 +1,29 @@
 //! StagePlugin resources (`kstage run --plugin-crds`): each one's component is fetched (a
-//! ConfigMap key read through the API, or a download), checked against its `sha256`,
+//! ConfigMap key read through the API, a download, or a pull from an OCI registry, see
+//! [`super::registry`]), checked against its `sha256`,
 //! validated and hot-swapped into the plugin set beside the `--config` file's plugins;
 //! its status, and a Warning Event when something failed, say what happened.
 //!
 //! A version that cannot be fetched, does not match its digest or fails validation
 //! leaves the previous version serving (if there was one). Deleting a StagePlugin
 //! unbinds it: the built-in behaviour resumes. A ConfigMap edited in place is fetched
-//! again (each referenced ConfigMap is watched by name).
+//! again (each referenced ConfigMap is watched by name); a registry tag is resolved
+//! again every `pollInterval` (the shortest of them), and the version it moves to is
+//! swapped in (or analysed, per its `rollout`) like any new version.
 //!
 //! Every change reconciles every StagePlugin (there are a few): the outcome depends only
 //! on the resources, the ConfigMaps and the file config, so replicas reach the same
 //! status and write it once (see [`super::status`]).
 //!
 //! Conditions: `Fetched` (reasons `Fetched`, `InvalidSpec`, `FetchFailed`,
-//! `DigestMismatch`), `Validated` (`Validated`, `ValidationFailed`, `NameConflict`,
+//! `DigestMismatch`; from a registry also `RegistryUnreachable`, `AuthRefused`,
+//! `NotFound`, `NotWasmArtifact`, `PullSecretInvalid`), `Validated` (`Validated`, `ValidationFailed`, `NameConflict`,
 //! `BindConflict`; `Unknown` when nothing was fetched), `Ready` (`Serving`, else the
 //! failure's reason). `status.digest`, `version` and `interfaceVersion` describe the
 //! version serving.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -119,15 +123,24 @@ struct Controller {
     decided: BTreeMap<String, Record>,
     /// The figures this replica last wrote, per plugin.
     written: BTreeMap<String, (Tally, Tally)>,
+    /// The digest each plugin's spec asks for: its `sha256`, or what its registry
+    /// reference last resolved to.
+    wanted: BTreeMap<String, String>,
+    /// When the registry tags are resolved again (the shortest `pollInterval`).
+    poll_at: Option<tokio::time::Instant>,
 }
 
 /// Watch the StagePlugin resources (and the ConfigMaps they name) and keep the plugin set
-/// and their status in line; `handled` counts the StagePlugin watch events handled.
+/// and their status in line; `handled` counts the StagePlugin watch events handled,
+/// `polled` the rounds of registry polls.
 pub(super) async fn play_plugin_resources(
     cluster: Arc<KubeCluster>,
     engine: Arc<Engine<KubeCluster>>,
     resources: PluginResources,
-    handled: tokio::sync::watch::Sender<u64>,
+    (handled, polled): (
+        tokio::sync::watch::Sender<u64>,
+        tokio::sync::watch::Sender<u64>,
+    ),
 ) {
     let (nudge, mut nudged) = mpsc::unbounded_channel();
     let proposals = resources.set.proposals();
@@ -143,6 +156,8 @@ pub(super) async fn play_plugin_resources(
         replica: resources.replica,
         decided: BTreeMap::new(),
         written: BTreeMap::new(),
+        wanted: BTreeMap::new(),
+        poll_at: None,
     };
     let mut tick = tokio::time::interval(resources.status_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -165,6 +180,12 @@ pub(super) async fn play_plugin_resources(
                 controller.reconcile().await;
             }
             () = proposals.notified() => controller.roll_out(false).await,
+            () = poll(controller.poll_at) => {
+                // A tag may have moved: resolved again (its status said once if the
+                // registry cannot be reached).
+                controller.reconcile().await;
+                polled.send_modify(|n| *n += 1);
+            }
             _ = tick.tick() => controller.roll_out(true).await,
         }
     }
@@ -223,6 +244,8 @@ impl Controller {
             wanted.insert(name.clone(), candidate);
         }
         self.watch_config_maps(referenced);
+        self.wanted.retain(|name, _| objects.contains_key(name));
+        self.poll_at = next_poll(&objects);
         let mut failures: BTreeMap<String, Failure> = BTreeMap::new();
         // Name and binding conflicts, decided before loading anything: with the file
         // config, then between resources in name order (the first keeps the binding).
@@ -343,17 +366,28 @@ impl Controller {
         }
     }
 
-    /// The cached file of `plugin`'s component, fetched and checked.
-    async fn fetch(&self, plugin: &ResourcePlugin) -> Result<PathBuf, Failure> {
+    /// The cached file of `plugin`'s component, fetched and checked, and its digest.
+    async fn fetch(&self, plugin: &ResourcePlugin) -> Result<(PathBuf, String), Failure> {
+        let pinned = plugin.sha256.clone().unwrap_or_default();
         match &plugin.source {
+            Source::Oci {
+                source,
+                pull_secret,
+            } => {
+                let pulled =
+                    super::registry::pull(&self.cluster, source, pull_secret.as_ref(), &self.cache)
+                        .await
+                        .map_err(|(reason, message)| Failure::fetch(reason, message))?;
+                Ok((pulled.path, pulled.sha256))
+            }
             Source::Url(url) => {
-                let (url, sha, cache) = (url.clone(), plugin.sha256.clone(), self.cache.clone());
+                let (url, sha, cache) = (url.clone(), pinned.clone(), self.cache.clone());
                 let fetched = tokio::task::spawn_blocking(move || {
                     crate::plugin::fetch::fetch(&url, &sha, &cache)
                 })
                 .await
                 .map_err(|e| Failure::fetch("FetchFailed", e.to_string()))?;
-                fetched.map_err(|e| {
+                fetched.map(|path| (path, pinned)).map_err(|e| {
                     let reason = if e.contains("sha256 mismatch") {
                         "DigestMismatch"
                     } else {
@@ -391,21 +425,20 @@ impl Controller {
                         Failure::fetch("FetchFailed", format!("{at}: binaryData.{key}: {e}"))
                     })?;
                 let found = digest(&bytes);
-                if found != plugin.sha256 {
+                if found != pinned {
                     return Err(Failure::fetch(
                         "DigestMismatch",
-                        format!(
-                            "{at} key {key}: sha256 is {found}, spec.sha256 says {}",
-                            plugin.sha256
-                        ),
+                        format!("{at} key {key}: sha256 is {found}, spec.sha256 says {pinned}"),
                     ));
                 }
-                store(&self.cache, &found, &bytes).map_err(|e| {
-                    Failure::fetch(
-                        "FetchFailed",
-                        format!("cache {}: {e}", self.cache.display()),
-                    )
-                })
+                crate::plugin::fetch::store(&self.cache, &found, &bytes)
+                    .map(|path| (path, found))
+                    .map_err(|e| {
+                        Failure::fetch(
+                            "FetchFailed",
+                            format!("cache {}: {e}", self.cache.display()),
+                        )
+                    })
             }
         }
     }
@@ -471,22 +504,32 @@ impl Controller {
                 settings: plugin.settings.clone(),
                 policies: plugin.policies,
                 rollout: plugin.rollout,
+                oci: None,
             },
             bind: plugin.bind.clone(),
         };
+        // A registry tag tells the digest wanted only once resolved.
+        let (fetched, wanted) = match &plugin.sha256 {
+            Some(sha) => (None, sha.clone()),
+            None => {
+                let (path, sha) = self.fetch(plugin).await?;
+                (Some(path), sha)
+            }
+        };
+        self.wanted.insert(plugin.name.clone(), wanted.clone());
         let rolled_back = self
             .decided
             .get(&plugin.name)
             .cloned()
             .or_else(|| Record::read(object))
-            .filter(|r| r.digest == plugin.sha256 && r.outcome == Some(Outcome::RolledBack));
+            .filter(|r| r.digest == wanted && r.outcome == Some(Outcome::RolledBack));
         if let Some(record) = rolled_back {
             self.decided.insert(plugin.name.clone(), record.clone());
             if self.set.plugin(&plugin.name).is_none() {
                 let stable = object
                     .pointer("/status/digest")
                     .and_then(Value::as_str)
-                    .filter(|d| *d != plugin.sha256)
+                    .filter(|d| *d != wanted)
                     .map(str::to_owned);
                 let cached = stable.as_ref().and_then(|sha| {
                     let path = self.cache.join(format!("{sha}.wasm"));
@@ -505,9 +548,13 @@ impl Controller {
             }
             // The set refuses the version rolled back and keeps the one serving.
         }
-        self.fetch(plugin)
-            .await
-            .map(|path| candidate(path, &plugin.sha256))
+        match fetched {
+            Some(path) => Ok(candidate(path, &wanted)),
+            None => self
+                .fetch(plugin)
+                .await
+                .map(|(path, sha)| candidate(path, &sha)),
+        }
     }
 
     /// Move the StagePlugins' rollouts along: decide the analyses whose time is up,
@@ -661,7 +708,8 @@ impl Controller {
         let wanted = object
             .pointer("/spec/sha256")
             .and_then(Value::as_str)
-            .map(str::to_ascii_lowercase);
+            .map(str::to_ascii_lowercase)
+            .or_else(|| self.wanted.get(name).cloned());
         let record = match self.set.rollouts().into_iter().find(|r| r.plugin == name) {
             Some(report) if !matches!(report.phase, Phase::Settled(_)) => Some(Record::of(&report)),
             _ => self
@@ -706,7 +754,11 @@ impl Controller {
                 "Fetched",
                 Some(true),
                 "Fetched",
-                "the component matches spec.sha256".into(),
+                if object.pointer("/spec/sha256").is_some() {
+                    "the component matches spec.sha256".into()
+                } else {
+                    "pulled, the component matches its layer digest".into()
+                },
             )
         };
         let validated = || {
@@ -899,6 +951,30 @@ enum Written {
     Failed,
 }
 
+/// When the registry tags of `objects` are next resolved: after the shortest
+/// `pollInterval`; never without a tag.
+fn next_poll(objects: &BTreeMap<String, Arc<Value>>) -> Option<tokio::time::Instant> {
+    objects
+        .values()
+        .filter_map(|o| match ResourcePlugin::parse(o) {
+            Ok(ResourcePlugin {
+                source: Source::Oci { source, .. },
+                ..
+            }) => source.poll,
+            _ => None,
+        })
+        .min()
+        .map(|every| tokio::time::Instant::now() + every)
+}
+
+/// Until `at`; never without it.
+async fn poll(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
 fn stage_plugin_key(name: &str) -> ObjectKey {
     let resource = stage_plugin_resource();
     ObjectKey {
@@ -907,19 +983,4 @@ fn stage_plugin_key(name: &str) -> ObjectKey {
         namespace: String::new(),
         name: name.to_owned(),
     }
-}
-
-/// Keep `bytes` (whose digest is `sha256`) in `cache` as `SHA256.wasm`, as `url` plugins
-/// are kept; the file's path.
-fn store(cache: &Path, sha256: &str, bytes: &[u8]) -> std::io::Result<PathBuf> {
-    let path = cache.join(format!("{sha256}.wasm"));
-    if std::fs::read(&path).is_ok_and(|b| digest(&b) == sha256) {
-        return Ok(path);
-    }
-    std::fs::create_dir_all(cache)?;
-    // Written aside and renamed: a reader never sees half a file.
-    let partial = cache.join(format!(".{sha256}.{}.part", std::process::id()));
-    std::fs::write(&partial, bytes)?;
-    std::fs::rename(&partial, &path)?;
-    Ok(path)
 }

@@ -8,6 +8,10 @@
 //! - name: remote
 //!   url: https://example.com/p.wasm  # fetched when the config is read, into a cache
 //!   sha256: 9b2c...              # (see `fetch`); the digest must match
+//! - name: router
+//!   oci: registry.example/team/router:1.2  # pulled from an OCI registry (see `oci`);
+//!   pollInterval: 60s            # a tag is resolved again this often (0: never)
+//!   plainHttp: false             # http instead of https (a local registry)
 //!   timeout: 100ms               # per call (default 100ms)
 //!   memory: 64Mi                 # linear memory per instance (default 128Mi)
 //!   failurePolicy:               # per capability: fail | fallback (default: fail)
@@ -30,6 +34,7 @@ use serde::Deserialize;
 use super::Capability;
 use super::host::Grants;
 use super::loaded::Settings;
+use super::oci::OciSource;
 use super::rollout::Rollout;
 use crate::go::parse_go_duration;
 
@@ -81,6 +86,12 @@ struct RawPlugin {
     path: Option<PathBuf>,
     #[serde(default)]
     url: Option<String>,
+    #[serde(default)]
+    oci: Option<String>,
+    #[serde(default)]
+    plain_http: Option<bool>,
+    #[serde(default)]
+    poll_interval: Option<String>,
     /// Text; a number (an unquoted digest of digits only) is refused with a hint.
     #[serde(default)]
     sha256: Option<serde_json::Value>,
@@ -133,6 +144,8 @@ pub struct PluginSpec {
     pub policies: Policies,
     /// How a new version takes over (see [`super::rollout`]).
     pub rollout: Rollout,
+    /// The registry it was pulled from (`oci:`), whose tag is resolved again.
+    pub oci: Option<OciSource>,
 }
 
 /// The plugins and their global bindings.
@@ -224,6 +237,76 @@ pub(super) fn settings(
     Ok(settings)
 }
 
+/// Where `plugin`'s component is (`path`, fetched `url`, or pulled `oci`), the digest it
+/// must have (`sha256` as given, or the registry's), and its registry source.
+fn component(
+    plugin: &mut RawPlugin,
+    sha256: Option<String>,
+    base: &Path,
+    cache: &Path,
+    at: &dyn Fn(&str) -> String,
+) -> Result<(PathBuf, Option<String>, Option<OciSource>), String> {
+    if plugin.oci.is_none() && (plugin.plain_http.is_some() || plugin.poll_interval.is_some()) {
+        return Err(format!(
+            "{}: `plainHttp` and `pollInterval` go with `oci`",
+            at("oci")
+        ));
+    }
+    let oci = plugin
+        .oci
+        .as_deref()
+        .map(|reference| {
+            OciSource::parse(
+                reference,
+                sha256.clone(),
+                plugin.plain_http.unwrap_or(false),
+                plugin.poll_interval.as_deref(),
+            )
+            .map_err(|e| format!("{}: {e}", at("oci")))
+        })
+        .transpose()?;
+    let (path, sha256) = match (plugin.path.take(), plugin.url.take(), &oci) {
+        (Some(path), None, None) => (base.join(path), sha256),
+        (None, Some(url), None) => {
+            let Some(sha) = &sha256 else {
+                return Err(format!("{}: a `url` needs its `sha256`", at("sha256")));
+            };
+            let path =
+                super::fetch::fetch(&url, sha, cache).map_err(|e| format!("{}: {e}", at("url")))?;
+            (path, sha256)
+        }
+        (None, None, Some(source)) => {
+            // Pinned and cached: read without asking the registry (as `url` is), so a
+            // restart needs no network; a moved tag is found by the next poll.
+            if let Some(path) = source
+                .pin
+                .as_deref()
+                .and_then(|pin| super::fetch::cached(cache, pin))
+            {
+                return Ok((path, sha256, oci));
+            }
+            let auth = super::oci::Auth::docker_config(&source.registry())
+                .map_err(|e| format!("{}: {e}", at("oci")))?;
+            let pulled = super::oci::pull_blocking(source, &auth, cache)
+                .map_err(|e| format!("{}: {e}", at("oci")))?;
+            (pulled.path, Some(pulled.sha256))
+        }
+        (None, None, None) => {
+            return Err(format!(
+                "{}: `path` is required (or `url`, or `oci`)",
+                at("path")
+            ));
+        }
+        _ => {
+            return Err(format!(
+                "{}: give one of `path`, `url` and `oci`",
+                at("path")
+            ));
+        }
+    };
+    Ok((path, sha256, oci))
+}
+
 impl PluginConfig {
     /// Read a config file.
     pub fn read(path: &Path) -> Result<Self, ConfigError> {
@@ -252,7 +335,7 @@ impl PluginConfig {
         let raw: RawConfig = serde_path_to_error::deserialize(value)
             .map_err(|e| format!("{}: {}", e.path(), e.inner()))?;
         let mut config = PluginConfig::default();
-        for (index, plugin) in raw.plugins.into_iter().enumerate() {
+        for (index, mut plugin) in raw.plugins.into_iter().enumerate() {
             let at = |field: &str| format!("plugins[{index}].{field}");
             if plugin.name.is_empty() || plugin.name == "builtin" {
                 return Err(format!(
@@ -268,20 +351,7 @@ impl PluginConfig {
                 .as_ref()
                 .map(|v| parse_sha256(v, &at("sha256")))
                 .transpose()?;
-            let path = match (plugin.path, plugin.url) {
-                (Some(path), None) => base.join(path),
-                (None, Some(url)) => {
-                    let Some(sha) = &sha256 else {
-                        return Err(format!("{}: a `url` needs its `sha256`", at("sha256")));
-                    };
-                    super::fetch::fetch(&url, sha, cache)
-                        .map_err(|e| format!("{}: {e}", at("url")))?
-                }
-                (Some(_), Some(_)) => {
-                    return Err(format!("{}: give `path` or `url`, not both", at("path")));
-                }
-                (None, None) => return Err(format!("{}: `path` is required", at("path"))),
-            };
+            let (path, sha256, oci) = component(&mut plugin, sha256, base, cache, &at)?;
             let settings = settings(
                 plugin.wasi,
                 plugin.timeout.as_deref(),
@@ -302,6 +372,7 @@ impl PluginConfig {
                 settings,
                 policies: plugin.failure_policy,
                 rollout,
+                oci,
             });
         }
         for (capability, name) in [
@@ -372,7 +443,7 @@ bindings:
         let cases = [
             (
                 "plugins: [{name: a}]",
-                "plugins[0].path: `path` is required",
+                "plugins[0].path: `path` is required (or `url`, or `oci`)",
             ),
             (
                 "plugins: [{name: a, path: a.wasm, timeout: soon}]",
@@ -424,6 +495,32 @@ bindings:
             let error = PluginConfig::parse(text, Path::new(".")).expect_err(text);
             assert!(error.contains(expected), "{text}: {error}");
         }
+    }
+
+    #[test]
+    fn a_pinned_oci_plugin_in_the_cache_needs_no_registry() {
+        let cache = std::env::temp_dir().join(format!("kstage-oci-cache-{}", std::process::id()));
+        let bytes = b"\0asm component bytes".to_vec();
+        let sha = super::super::runtime::digest(&bytes);
+        super::super::fetch::store(&cache, &sha, &bytes).expect("cached");
+        // Port 9 on loopback: nothing listens.
+        let pinned = format!(
+            "plugins: [{{name: a, oci: '127.0.0.1:9/a:1', plainHttp: true, sha256: '{sha}'}}]"
+        );
+        let config = PluginConfig::parse_with_cache(&pinned, Path::new("."), &cache)
+            .expect("read from the cache");
+        let spec = &config.plugins[0];
+        assert_eq!(spec.path, cache.join(format!("{sha}.wasm")));
+        assert_eq!(spec.sha256.as_deref(), Some(sha.as_str()));
+        assert!(spec.oci.as_ref().is_some_and(|o| o.plain_http));
+        let unpinned = "plugins: [{name: a, oci: '127.0.0.1:9/a:1', plainHttp: true}]";
+        let error = PluginConfig::parse_with_cache(unpinned, Path::new("."), &cache)
+            .expect_err("the registry is asked");
+        assert!(
+            error.contains("plugins[0].oci: registry 127.0.0.1:9 unreachable"),
+            "{error}"
+        );
+        let _ = std::fs::remove_dir_all(&cache);
     }
 
     #[test]

@@ -1,6 +1,8 @@
-//! Plugins given by `url`: downloaded once into a content-addressed cache
-//! (`DIR/SHA256.wasm`), checked against the `sha256` the config requires, and read from
-//! the cache afterwards (a restart needs no network when the file is there).
+//! The content-addressed plugin cache (`DIR/SHA256.wasm`), and the plugins given by
+//! `url`: downloaded once into it, checked against the `sha256` the config requires, and
+//! read from the cache afterwards (a restart needs no network when the file is there).
+//! Components from a ConfigMap or an OCI registry ([`super::oci`]) are kept the same way
+//! ([`store`], [`cached`]).
 //!
 //! The cache folder is `$KSTAGE_PLUGIN_CACHE`, else `$XDG_CACHE_HOME/kstage/plugins`,
 //! else `$HOME/.cache/kstage/plugins`, else `kstage-plugins` in the temporary folder.
@@ -44,10 +46,7 @@ pub fn cache_dir() -> PathBuf {
 /// not match, or the cache folder.
 pub fn fetch(url: &str, sha256: &str, cache: &Path) -> Result<PathBuf, String> {
     let sha256 = sha256.to_ascii_lowercase();
-    let path = cache.join(format!("{sha256}.wasm"));
-    if let Ok(bytes) = std::fs::read(&path)
-        && *digest(&bytes) == *sha256
-    {
+    if let Some(path) = cached(cache, &sha256) {
         return Ok(path);
     }
     let bytes = download(url)?;
@@ -57,14 +56,40 @@ pub fn fetch(url: &str, sha256: &str, cache: &Path) -> Result<PathBuf, String> {
             "{url}: sha256 mismatch: the config says {sha256}, the download is {got}"
         ));
     }
-    std::fs::create_dir_all(cache)
-        .map_err(|e| format!("{url}: cannot create the cache {}: {e}", cache.display()))?;
-    // Write then rename, so a reader never sees half a file.
-    let partial = cache.join(format!(".{sha256}.{}.part", std::process::id()));
-    std::fs::write(&partial, &bytes)
-        .and_then(|()| std::fs::rename(&partial, &path))
-        .map_err(|e| format!("{url}: cannot write {}: {e}", path.display()))?;
+    let path = store(cache, &sha256, &bytes).map_err(|e| {
+        format!(
+            "{url}: cannot write into the cache {}: {e}",
+            cache.display()
+        )
+    })?;
     tracing::info!(%url, path = %path.display(), "plugin fetched");
+    Ok(path)
+}
+
+/// The cached file of the component whose digest is `sha256` (lower-case hex), if the
+/// cache holds it intact.
+pub fn cached(cache: &Path, sha256: &str) -> Option<PathBuf> {
+    let path = cache.join(format!("{sha256}.wasm"));
+    std::fs::read(&path)
+        .is_ok_and(|bytes| digest(&bytes) == sha256)
+        .then_some(path)
+}
+
+/// Keep `bytes` (whose digest is `sha256`, lower-case hex) in `cache` as `SHA256.wasm`;
+/// the file's path.
+///
+/// # Errors
+/// The cache folder cannot be created or written.
+pub fn store(cache: &Path, sha256: &str, bytes: &[u8]) -> std::io::Result<PathBuf> {
+    if let Some(path) = cached(cache, sha256) {
+        return Ok(path);
+    }
+    std::fs::create_dir_all(cache)?;
+    // Written aside and renamed: a reader never sees half a file.
+    let path = cache.join(format!("{sha256}.wasm"));
+    let partial = cache.join(format!(".{sha256}.{}.part", std::process::id()));
+    std::fs::write(&partial, bytes)?;
+    std::fs::rename(&partial, &path)?;
     Ok(path)
 }
 

@@ -13,6 +13,8 @@
 //! - [`loaded`]: one loaded plugin version and its calls.
 //! - [`error`]: call and load errors as data; `trap`: a trap told with the guest's
 //!   stderr and the top of its wasm backtrace; [`stderr`]: that stderr, kept per store.
+//! - [`fetch`]: the content-addressed cache, and `url` downloads; [`oci`]: the OCI
+//!   registry client (pull, push).
 //! - [`rollout`]: a new version analysed beside the serving one (canary), then promoted
 //!   or rolled back.
 
@@ -25,6 +27,7 @@ pub mod fetch;
 pub mod host;
 pub mod invoke;
 pub mod loaded;
+pub mod oci;
 pub mod resource;
 pub mod rollout;
 pub mod runtime;

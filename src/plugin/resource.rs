@@ -10,7 +10,12 @@
 //!   source:                        # exactly one of:
 //!     configMap: {namespace: kstage, name: kstage-plugins, key: chaos.wasm}  # binaryData
 //!     # url: https://example.com/chaos.wasm
-//!   sha256: 3f1a...                # required: the component's digest
+//!     # oci:                       # an OCI registry (see `super::oci`)
+//!     #   reference: registry.example/team/chaos:1.2   # or ...@sha256:<manifest>
+//!     #   pullSecret: {namespace: kstage, name: regcred}  # kubernetes.io/dockerconfigjson
+//!     #   pollInterval: 60s        # a tag is resolved again this often (0: never)
+//!     #   plainHttp: false         # http instead of https
+//!   sha256: 3f1a...                # the component's digest; optional for `oci`
 //!   bind: [classifier]             # decides this for every Stage (annotations still win)
 //!   timeout: 100ms                 # then the file config's fields, same defaults:
 //!   memory: 64Mi                   # timeout, memory, failurePolicy, wasi, warmInstances
@@ -29,6 +34,7 @@ use super::Capability;
 use super::config::{Policies, parse_sha256, settings};
 use super::host::Grants;
 use super::loaded::Settings;
+use super::oci::OciSource;
 use super::rollout::Rollout;
 use crate::stage::ResourceRef;
 
@@ -54,6 +60,14 @@ pub enum Source {
     },
     /// An `http` or `https` URL.
     Url(String),
+    /// An OCI registry.
+    Oci {
+        /// The reference and how it is pulled.
+        source: OciSource,
+        /// A `kubernetes.io/dockerconfigjson` Secret (namespace, name) holding the
+        /// registry's credentials.
+        pull_secret: Option<(String, String)>,
+    },
 }
 
 /// One StagePlugin, checked.
@@ -65,8 +79,9 @@ pub struct ResourcePlugin {
     pub generation: i64,
     /// Where the component is.
     pub source: Source,
-    /// The digest the component must have (lower-case hex).
-    pub sha256: String,
+    /// The digest the component must have (lower-case hex); `None` only for an `oci`
+    /// source, whose digest the registry tells.
+    pub sha256: Option<String>,
     /// The capabilities it decides for every Stage.
     pub bind: Vec<Capability>,
     /// Limits and grants.
@@ -84,7 +99,8 @@ pub struct ResourcePlugin {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct RawSpec {
     source: RawSource,
-    sha256: Value,
+    #[serde(default)]
+    sha256: Option<Value>,
     #[serde(default)]
     bind: Vec<Capability>,
     #[serde(default)]
@@ -108,6 +124,27 @@ struct RawSource {
     config_map: Option<RawConfigMap>,
     #[serde(default)]
     url: Option<String>,
+    #[serde(default)]
+    oci: Option<RawOci>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawOci {
+    reference: String,
+    #[serde(default)]
+    pull_secret: Option<RawSecretRef>,
+    #[serde(default)]
+    plain_http: bool,
+    #[serde(default)]
+    poll_interval: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSecretRef {
+    namespace: String,
+    name: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -142,34 +179,15 @@ impl ResourcePlugin {
             }
         })?;
         let at = |field: &str| format!("spec.{field}");
-        let sha256 = parse_sha256(&raw.sha256, &at("sha256"))?;
-        let source = match (raw.source.config_map, raw.source.url) {
-            (Some(c), None) => {
-                for (field, value) in [
-                    ("namespace", &c.namespace),
-                    ("name", &c.name),
-                    ("key", &c.key),
-                ] {
-                    if value.is_empty() {
-                        return Err(format!("spec.source.configMap.{field}: empty"));
-                    }
-                }
-                Source::ConfigMap {
-                    namespace: c.namespace,
-                    name: c.name,
-                    key: c.key,
-                }
-            }
-            (None, Some(url)) if url.starts_with("http://") || url.starts_with("https://") => {
-                Source::Url(url)
-            }
-            (None, Some(url)) => {
-                return Err(format!(
-                    "spec.source.url: {url:?} is not an http or https URL"
-                ));
-            }
-            _ => return Err("spec.source: give exactly one of `configMap` and `url`".into()),
-        };
+        let sha256 = raw
+            .sha256
+            .as_ref()
+            .map(|v| parse_sha256(v, &at("sha256")))
+            .transpose()?;
+        let source = source(raw.source, sha256.as_ref())?;
+        if sha256.is_none() && !matches!(source, Source::Oci { .. }) {
+            return Err("spec.sha256: required for a `configMap` or `url` source".into());
+        }
         let mut bind = Vec::new();
         for capability in raw.bind {
             if capability == Capability::Metadata {
@@ -209,6 +227,55 @@ impl ResourcePlugin {
     }
 }
 
+/// The `spec.source` as written, checked (`sha256`: the pin, for an `oci` source).
+fn source(raw: RawSource, sha256: Option<&String>) -> Result<Source, String> {
+    match (raw.config_map, raw.url, raw.oci) {
+        (Some(c), None, None) => {
+            for (field, value) in [
+                ("namespace", &c.namespace),
+                ("name", &c.name),
+                ("key", &c.key),
+            ] {
+                if value.is_empty() {
+                    return Err(format!("spec.source.configMap.{field}: empty"));
+                }
+            }
+            Ok(Source::ConfigMap {
+                namespace: c.namespace,
+                name: c.name,
+                key: c.key,
+            })
+        }
+        (None, Some(url), None) if url.starts_with("http://") || url.starts_with("https://") => {
+            Ok(Source::Url(url))
+        }
+        (None, Some(url), None) => Err(format!(
+            "spec.source.url: {url:?} is not an http or https URL"
+        )),
+        (None, None, Some(oci)) => {
+            let source = OciSource::parse(
+                &oci.reference,
+                sha256.cloned(),
+                oci.plain_http,
+                oci.poll_interval.as_deref(),
+            )
+            .map_err(|e| format!("spec.source.oci: {e}"))?;
+            let pull_secret = match oci.pull_secret {
+                Some(s) if s.namespace.is_empty() || s.name.is_empty() => {
+                    return Err("spec.source.oci.pullSecret: give its namespace and name".into());
+                }
+                Some(s) => Some((s.namespace, s.name)),
+                None => None,
+            };
+            Ok(Source::Oci {
+                source,
+                pull_secret,
+            })
+        }
+        _ => Err("spec.source: give exactly one of `configMap`, `url` and `oci`".into()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -236,7 +303,7 @@ mod tests {
         .expect("valid");
         assert_eq!(p.name, "chaos");
         assert_eq!(p.generation, 3);
-        assert_eq!(p.sha256, SHA, "lower case");
+        assert_eq!(p.sha256.as_deref(), Some(SHA), "lower case");
         assert_eq!(p.bind, [Capability::Classifier, Capability::Selector]);
         assert_eq!(p.settings.timeout, std::time::Duration::from_millis(50));
         assert_eq!(p.settings.memory, 64 << 20);
@@ -245,6 +312,44 @@ mod tests {
             super::super::config::FailurePolicy::Fallback
         );
         assert!(matches!(p.source, Source::ConfigMap { ref key, .. } if key == "chaos.wasm"));
+    }
+
+    #[test]
+    fn an_oci_source_needs_no_sha256_and_polls_a_tag_only() {
+        let p = ResourcePlugin::parse(&object(json!({
+            "source": {"oci": {
+                "reference": "oci://127.0.0.1:5000/team/chaos:1.2",
+                "pullSecret": {"namespace": "kstage", "name": "regcred"},
+                "plainHttp": true,
+                "pollInterval": "2s",
+            }},
+        })))
+        .expect("valid");
+        assert_eq!(p.sha256, None);
+        let Source::Oci {
+            source,
+            pull_secret,
+        } = &p.source
+        else {
+            panic!("an oci source: {p:?}")
+        };
+        assert_eq!(source.reference, "127.0.0.1:5000/team/chaos:1.2");
+        assert!(source.plain_http);
+        assert_eq!(source.poll, Some(std::time::Duration::from_secs(2)));
+        assert_eq!(
+            pull_secret.as_ref(),
+            Some(&("kstage".to_owned(), "regcred".to_owned()))
+        );
+        let digest = format!("registry.example/team/chaos@sha256:{SHA}");
+        let p = ResourcePlugin::parse(&object(json!({
+            "source": {"oci": {"reference": digest}}, "sha256": SHA,
+        })))
+        .expect("valid");
+        let Source::Oci { source, .. } = &p.source else {
+            panic!("an oci source: {p:?}")
+        };
+        assert_eq!(source.poll, None, "a digest never moves");
+        assert_eq!(source.pin.as_deref(), Some(SHA));
     }
 
     /// The CRD in deploy/crds names the fields the parser reads, no more, no fewer.
@@ -298,6 +403,12 @@ mod tests {
         };
         let rollout = &spec["properties"]["rollout"];
         assert_eq!(keys(rollout), ["analysis", "canary", "mode"]);
+        let source = &spec["properties"]["source"];
+        assert_eq!(keys(source), ["configMap", "oci", "url"]);
+        assert_eq!(
+            keys(&source["properties"]["oci"]),
+            ["plainHttp", "pollInterval", "pullSecret", "reference"]
+        );
         assert_eq!(
             keys(&rollout["properties"]["analysis"]),
             [
@@ -318,6 +429,11 @@ mod tests {
                 "maxLatencyRatio": 2.5, "maxDisagreement": 0.2}},
         }));
         assert!(ResourcePlugin::parse(&example).is_ok());
+        let example = object(json!({
+            "source": {"oci": {"reference": "registry.example/p:1", "plainHttp": true,
+                "pollInterval": "30s", "pullSecret": {"namespace": "kstage", "name": "regcred"}}},
+        }));
+        assert!(ResourcePlugin::parse(&example).is_ok());
     }
 
     #[test]
@@ -328,7 +444,22 @@ mod tests {
                 json!({"source": cm, "sha256": "12"}),
                 "spec.sha256: not a sha256",
             ),
-            (json!({"source": cm}), "spec: missing field `sha256`"),
+            (
+                json!({"source": cm}),
+                "spec.sha256: required for a `configMap`",
+            ),
+            (
+                json!({"source": {"oci": {"reference": "registry.example/p:1", "pollInterval": "soon"}}}),
+                "spec.source.oci: ",
+            ),
+            (
+                json!({"source": {"oci": {"reference": "registry.example/p:1", "pullSecret": {"namespace": "", "name": "x"}}}}),
+                "spec.source.oci.pullSecret",
+            ),
+            (
+                json!({"source": {"oci": {"reference": "registry.example/p:1"}, "url": "https://x/p.wasm"}}),
+                "spec.source: give exactly one",
+            ),
             (
                 json!({"source": {}, "sha256": SHA}),
                 "spec.source: give exactly one",

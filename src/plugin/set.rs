@@ -572,6 +572,32 @@ impl PluginSet {
         self.install(file, resources)
     }
 
+    /// The `--config` file's plugins, as serving now.
+    pub fn file_plugins(&self) -> Vec<PluginSpec> {
+        self.snapshot().file.plugins.clone()
+    }
+
+    /// Take the `--config` file's plugin `name` from `path`, whose content has digest
+    /// `sha256` (its registry tag moved): loaded and swapped in, or analysed per its
+    /// `rollout`, as a changed file is. Nothing changes when it already has that digest.
+    pub fn repoint(&self, name: &str, path: &Path, sha256: &str) -> Result<Reload, Vec<LoadError>> {
+        let _guard = self
+            .reloading
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let snapshot = self.snapshot();
+        let mut file = snapshot.file.clone();
+        let Some(spec) = file.plugins.iter_mut().find(|p| p.name == name) else {
+            return Ok(Reload::default());
+        };
+        if spec.sha256.as_deref() == Some(sha256) {
+            return Ok(Reload::default());
+        }
+        spec.path = path.to_owned();
+        spec.sha256 = Some(sha256.to_owned());
+        self.install(file, snapshot.resources.clone())
+    }
+
     /// Serve `file` and `resources` together (the caller holds `reloading`).
     fn install(
         &self,

@@ -16,6 +16,7 @@ mod golden;
 mod ipam;
 mod kubectl;
 mod kubectl_imperative;
+mod oci;
 mod plugin;
 mod plugin_cli;
 mod plugin_sim;

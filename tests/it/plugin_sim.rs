@@ -108,6 +108,7 @@ where
             settings: Settings::default(),
             policies,
             rollout: Default::default(),
+            oci: None,
         }],
         bindings: if bound {
             BTreeMap::from([(Capability::Renderer, "echo".to_owned())])
@@ -441,6 +442,7 @@ fn the_watcher_swaps_on_a_configmap_update_and_rejects_a_broken_one() {
             settings: Settings::default(),
             policies: Policies::default(),
             rollout: Default::default(),
+            oci: None,
         }],
         bindings: BTreeMap::new(),
     };

@@ -215,8 +215,10 @@ fn the_evaluator_decides_as_rbac_does() {
 
 /// `kstage run --stage-crds --plugin-crds` (as the `plugins` overlay runs it) against a
 /// `kstage apiserver` process with an audit log: a StagePlugin whose component is in the
-/// overlay's ConfigMap is fetched and serves; every request is allowed by the base's and
-/// the overlay's roles, and every verb the overlay adds is used.
+/// overlay's ConfigMap is fetched and serves, one from a registry reads the overlay's
+/// pull secret (its registry, on a closed loopback port, is unreachable); every request
+/// is allowed by the base's and the overlay's roles, and every verb the overlay adds is
+/// used.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_plugins_overlay_grants_what_plugin_crds_asks_for() {
     use base64::Engine as _;
@@ -234,6 +236,13 @@ async fn the_plugins_overlay_grants_what_plugin_crds_asks_for() {
         json!({"apiVersion": "kstage.dev/v1alpha1", "kind": "StagePlugin", "metadata": {"name": "chaos"},
                "spec": {"source": {"configMap": {"namespace": "kstage", "name": "kstage-plugin-components", "key": "chaos.wasm"}},
                         "sha256": sha256, "bind": ["classifier"]}}),
+        json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
+               "metadata": {"name": "kstage-plugin-pull", "namespace": "kstage"},
+               "data": {".dockerconfigjson": base64::engine::general_purpose::STANDARD.encode(
+                   json!({"auths": {"127.0.0.1:9": {"username": "u", "password": "p"}}}).to_string())}}),
+        json!({"apiVersion": "kstage.dev/v1alpha1", "kind": "StagePlugin", "metadata": {"name": "remote"},
+               "spec": {"source": {"oci": {"reference": "127.0.0.1:9/kstage/remote:1", "plainHttp": true,
+                        "pollInterval": "0s", "pullSecret": {"namespace": "kstage", "name": "kstage-plugin-pull"}}}}}),
     ];
     let text: Vec<String> = objects.iter().map(Value::to_string).collect();
     let objects_file = dir.join("objects.yaml");
@@ -307,16 +316,24 @@ async fn the_plugins_overlay_grants_what_plugin_crds_asks_for() {
         "StagePlugin",
     ));
     let api: Api<DynamicObject> = Api::all_with(client, &resource);
-    crate::remote::watch_until(api, "the StagePlugin serving", |all| {
-        all.get("chaos").is_some_and(|o| {
-            o.data
-                .pointer("/status/conditions")
-                .and_then(Value::as_array)
-                .is_some_and(|c| {
-                    c.iter()
-                        .any(|c| c["type"] == "Ready" && c["status"] == "True")
+    let says = |o: &DynamicObject, kind: &str, status: &str, reason: Option<&str>| {
+        o.data
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .is_some_and(|c| {
+                c.iter().any(|c| {
+                    c["type"] == kind
+                        && c["status"] == status
+                        && reason.is_none_or(|r| c["reason"] == r)
                 })
-        })
+            })
+    };
+    crate::remote::watch_until(api, "one serving, one unreachable", |all| {
+        all.get("chaos")
+            .is_some_and(|o| says(o, "Ready", "True", None))
+            && all
+                .get("remote")
+                .is_some_and(|o| says(o, "Fetched", "False", Some("RegistryUnreachable")))
     })
     .await;
     drop(run);

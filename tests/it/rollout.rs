@@ -47,6 +47,7 @@ fn set(tag: &str, policy: Value, seed: u64) -> (Arc<PluginSet>, Arc<ManualClock>
             settings: Settings::default(),
             policies: Policies::default(),
             rollout: rollout::parse(&policy, "rollout").expect("a rollout policy"),
+            oci: None,
         }],
         bindings: [(Capability::Classifier, "retry".to_owned())].into(),
     };

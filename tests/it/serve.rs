@@ -91,6 +91,7 @@ fn one_plugin(tag: &str) -> Arc<kstage::plugin::PluginSet> {
             settings: Settings::default(),
             policies: Policies::default(),
             rollout: Default::default(),
+            oci: None,
         }],
         bindings: Default::default(),
     };

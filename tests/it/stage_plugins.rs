@@ -29,9 +29,9 @@ use crate::e2e::{kube_config, wait_for};
 use crate::fixtures::{Classify, Fixture};
 use crate::rollout;
 
-const GROUP: &str = "kstage.dev/v1alpha1";
+pub(crate) const GROUP: &str = "kstage.dev/v1alpha1";
 
-fn install_crd(state: &State) {
+pub(crate) fn install_crd(state: &State) {
     let text =
         std::fs::read_to_string(crate::root().join("deploy/crds/stageplugins.kstage.dev.yaml"))
             .expect("CRD");
@@ -109,16 +109,16 @@ fn update(state: &State, object: Value) {
 }
 
 /// A daemon and its plugin set.
-struct Replica {
-    daemon: Daemon,
-    set: Arc<PluginSet>,
+pub(crate) struct Replica {
+    pub(crate) daemon: Daemon,
+    pub(crate) set: Arc<PluginSet>,
     /// Under which it writes its rollout figures.
     name: String,
 }
 
 /// A replica writing its rollout figures under `replica-N` (N counts replicas in this
 /// process), every 50 ms.
-async fn replica(server: &ApiServer) -> Replica {
+pub(crate) async fn replica(server: &ApiServer) -> Replica {
     static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let name = format!(
         "replica-{}",
@@ -186,14 +186,14 @@ async fn settle(replicas: &[&Replica], edits: u64) {
 }
 
 /// The condition `kind` of a StagePlugin object.
-fn condition<'a>(o: &'a Value, kind: &str) -> Option<&'a Value> {
+pub(crate) fn condition<'a>(o: &'a Value, kind: &str) -> Option<&'a Value> {
     o.pointer("/status/conditions")?
         .as_array()?
         .iter()
         .find(|c| c["type"] == kind)
 }
 
-fn says(o: &Value, kind: &str, status: &str, reason: &str) -> bool {
+pub(crate) fn says(o: &Value, kind: &str, status: &str, reason: &str) -> bool {
     condition(o, kind).is_some_and(|c| c["status"] == status && c["reason"] == reason)
         && o.pointer("/status/observedGeneration") == o.pointer("/metadata/generation")
 }
@@ -213,7 +213,7 @@ async fn until(state: &State, what: &str, done: impl Fn(&Value) -> bool) {
 
 /// The version of plugin `chaos` serving in `set`, and whether it decides
 /// classifications for every Stage.
-fn serving(set: &PluginSet) -> Option<String> {
+pub(crate) fn serving(set: &PluginSet) -> Option<String> {
     set.plugin("chaos").map(|p| p.info().version.clone())
 }
 

@@ -1,4 +1,4 @@
-//! `kstage plugin check | call | test | bench | new`: a plugin author's tools, one file per
+//! `kstage plugin check | call | test | bench | new | push`: a plugin author's tools, one file per
 //! command, and what they share: loading a component standalone, the runtime with its
 //! compile cache.
 
@@ -6,6 +6,7 @@ mod call;
 mod check;
 mod junit;
 mod new;
+mod push;
 mod test;
 
 use std::path::{Path, PathBuf};
@@ -35,6 +36,9 @@ pub enum PluginCommand {
     /// Write a new plugin project (source, build script, test cases, a `kstage sim`
     /// setup) in Rust, C, Zig, JavaScript, Python or Go.
     New(new::NewArgs),
+    /// Push a component to an OCI registry (`oci://REGISTRY/REPOSITORY:TAG`) and print
+    /// the digests to pin it by.
+    Push(push::PushArgs),
 }
 
 /// Arguments of `kstage plugin bench`.
@@ -76,6 +80,7 @@ pub(super) fn run(command: PluginCommand) -> anyhow::Result<ExitCode> {
         PluginCommand::Call(args) => call::run(args),
         PluginCommand::Test(args) => test::run(args),
         PluginCommand::New(args) => new::run(args),
+        PluginCommand::Push(args) => push::run(args),
         PluginCommand::Bench(args) => {
             let plugin = load(&runtime()?, &args.file, Settings::default())?;
             super::bench_plugin::run(&plugin, args.calls)
