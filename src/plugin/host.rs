@@ -179,12 +179,15 @@ pub struct Limits {
     pub memory: u64,
     /// Set when a growth past `memory` was denied during the current call.
     pub exceeded: bool,
+    /// The most linear memory this instance has been given, in bytes (a linear memory
+    /// never shrinks: this is its size, or the sum of its sizes with several).
+    pub grown_to: u64,
 }
 
 impl ResourceLimiter for Limits {
     fn memory_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
@@ -192,7 +195,11 @@ impl ResourceLimiter for Limits {
             self.exceeded = true;
             wasmtime::bail!("memory limit of {} bytes reached", self.memory);
         }
-        Ok(maximum.is_none_or(|max| desired <= max))
+        let granted = maximum.is_none_or(|max| desired <= max);
+        if granted {
+            self.grown_to += desired.saturating_sub(current) as u64;
+        }
+        Ok(granted)
     }
 
     fn table_growing(
@@ -223,6 +230,7 @@ impl State {
             limits: Limits {
                 memory,
                 exceeded: false,
+                grown_to: 0,
             },
             wasi: grants.context(&stderr),
             stderr,

@@ -134,6 +134,7 @@ pub struct Plugin {
     indices: Indices,
     idle: Mutex<Vec<Warm>>,
     stats: [CallStats; 4],
+    memory_high_water: AtomicU64,
 }
 
 impl std::fmt::Debug for Plugin {
@@ -241,6 +242,7 @@ impl Plugin {
             indices,
             idle: Mutex::new(Vec::new()),
             stats: Default::default(),
+            memory_high_water: AtomicU64::new(0),
         };
         let info = plugin.ping().map_err(|e| problem(e.cause.to_string()))?;
         let compatible = info
@@ -348,6 +350,14 @@ impl Plugin {
         &self.stats[capability as usize]
     }
 
+    /// The most linear memory one instance of this version has had after a call, in
+    /// bytes. A linear memory never shrinks, so on a warm instance this is the high-water
+    /// mark of everything the calls it served allocated at once (a garbage-collected
+    /// guest's heap with its uncollected garbage included).
+    pub fn memory_high_water(&self) -> u64 {
+        self.memory_high_water.load(Ordering::Relaxed)
+    }
+
     /// Call `metadata.info` (on a warm instance, or a fresh one).
     pub fn ping(&self) -> Result<Info, CallError> {
         let info = self.call(Capability::Metadata, |warm| {
@@ -449,7 +459,10 @@ impl Plugin {
             warm.store.set_epoch_deadline(ticks);
             warm.store.data_mut().limits.exceeded = false;
             warm.store.data().stderr.clear();
-            let result = match f(&mut warm) {
+            let result = f(&mut warm);
+            self.memory_high_water
+                .fetch_max(warm.store.data().limits.grown_to, Ordering::Relaxed);
+            let result = match result {
                 Ok(value) => {
                     self.give_back(warm);
                     Ok(value)

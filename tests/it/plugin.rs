@@ -234,6 +234,20 @@ fn memory_past_the_limit_traps_as_out_of_memory() {
     .expect("loads");
     let error = plugin.classify(&failure(None, 0)).expect_err("refused");
     assert_eq!(error.cause, Cause::OutOfMemory { limit: 4 << 20 });
+    // It grew 1 MiB at a time from 128 KiB: the last growth that fit left it above 3 MiB.
+    let grown = plugin.memory_high_water();
+    assert!(grown > 3 << 20 && grown <= 4 << 20, "{grown}");
+}
+
+/// The memory high-water mark is the instance's linear memory: the fixture's two pages,
+/// which its calls never grow.
+#[test]
+fn the_memory_high_water_mark_is_the_instances_linear_memory() {
+    let plugin = load(&Fixture::classifier(Classify::Policy));
+    for _ in 0..3 {
+        plugin.classify(&failure(None, 0)).expect("answers");
+        assert_eq!(plugin.memory_high_water(), 2 * 65_536);
+    }
 }
 
 #[test]
