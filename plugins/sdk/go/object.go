@@ -9,21 +9,30 @@ import (
 	"strings"
 )
 
-// Object is a Kubernetes object as kstage passed it: the JSON text and its decoded
-// tree. Objects (maps) decode to map[string]any, arrays to []any, numbers to
+// Object is a Kubernetes object as kstage passed it: its JSON text, read lazily. Get,
+// Label, Annotation and the rest find their value by scanning the text along the path
+// and decode only that value (scan.go): a plugin reading a few fields of a large object
+// pays for those fields, not for the object. Tree decodes the whole object once, on
+// first use. Decoded objects (maps) are map[string]any, arrays []any, numbers
 // json.Number (so integers keep every digit), and strings, booleans and null as usual.
 type Object struct {
-	raw  string
-	tree any
+	raw     string
+	tree    any
+	decoded bool
 }
 
-// ParseObject decodes JSON text into an Object.
+// ParseObject takes JSON text as an Object. It checks that the text is one JSON value
+// with nothing after it (its brackets and quotes balance); it decodes nothing yet.
 func ParseObject(text string) (*Object, error) {
-	tree, err := Decode(text)
-	if err != nil {
-		return nil, err
+	start := skipBlanks(text, 0)
+	end := valueEnd(text, start)
+	if end < 0 {
+		return nil, fmt.Errorf("not a JSON value")
 	}
-	return &Object{raw: text, tree: tree}, nil
+	if skipBlanks(text, end) != len(text) {
+		return nil, fmt.Errorf("data after the JSON value")
+	}
+	return &Object{raw: text}, nil
 }
 
 // Decode decodes JSON text the way ParseObject does (numbers as json.Number).
@@ -43,12 +52,37 @@ func Decode(text string) (any, error) {
 // Raw is the JSON text the object was decoded from.
 func (o *Object) Raw() string { return o.raw }
 
-// Tree is the decoded object (usually a map[string]any).
-func (o *Object) Tree() any { return o.tree }
+// Tree is the decoded object (usually a map[string]any), decoded on the first call.
+func (o *Object) Tree() any {
+	if !o.decoded {
+		o.tree, _ = Decode(o.raw)
+		o.decoded = true
+	}
+	return o.tree
+}
 
 // Get is the value at path (see the package documentation for the path syntax);
 // false when the path is missing or malformed.
-func (o *Object) Get(path string) (any, bool) { return Get(o.tree, path) }
+func (o *Object) Get(path string) (any, bool) {
+	keys, err := SplitPath(path)
+	if err != nil {
+		return nil, false
+	}
+	return o.getIn(keys...)
+}
+
+// getIn is the decoded value reached by keys, scanned for in the text.
+func (o *Object) getIn(keys ...string) (any, bool) {
+	if o.decoded {
+		return GetIn(o.tree, keys...)
+	}
+	raw, ok := lookupRaw(o.raw, keys)
+	if !ok {
+		return nil, false
+	}
+	value, err := Decode(raw)
+	return value, err == nil
+}
 
 // GetString is the string at path; false when missing or not a string.
 func (o *Object) GetString(path string) (string, bool) {
@@ -64,14 +98,14 @@ func (o *Object) Name() string { return o.metadataString("name") }
 func (o *Object) Namespace() string { return o.metadataString("namespace") }
 
 func (o *Object) metadataString(field string) string {
-	v, _ := GetIn(o.tree, "metadata", field)
+	v, _ := o.getIn("metadata", field)
 	s, _ := v.(string)
 	return s
 }
 
 // Label is the label key (metadata.labels[key]); false when absent or not a string.
 func (o *Object) Label(key string) (string, bool) {
-	v, ok := GetIn(o.tree, "metadata", "labels", key)
+	v, ok := o.getIn("metadata", "labels", key)
 	s, isString := v.(string)
 	return s, ok && isString
 }
@@ -79,7 +113,7 @@ func (o *Object) Label(key string) (string, bool) {
 // Annotation is the annotation key (metadata.annotations[key]); false when absent or
 // not a string.
 func (o *Object) Annotation(key string) (string, bool) {
-	v, ok := GetIn(o.tree, "metadata", "annotations", key)
+	v, ok := o.getIn("metadata", "annotations", key)
 	s, isString := v.(string)
 	return s, ok && isString
 }
@@ -93,7 +127,7 @@ func (o *Object) Annotations() map[string]string { return o.stringMap("annotatio
 
 func (o *Object) stringMap(field string) map[string]string {
 	out := map[string]string{}
-	v, _ := GetIn(o.tree, "metadata", field)
+	v, _ := o.getIn("metadata", field)
 	m, _ := v.(map[string]any)
 	for k, v := range m {
 		if s, ok := v.(string); ok {

@@ -3,6 +3,7 @@ package plugin
 import (
 	"encoding/json"
 	"reflect"
+	"strconv"
 	"testing"
 )
 
@@ -113,5 +114,51 @@ func TestCompact(t *testing.T) {
 	got, err := Compact(map[string]any{"b": "<x>", "a": json.Number("1")})
 	if err != nil || got != `{"a":1,"b":"<x>"}` {
 		t.Error(got, err)
+	}
+}
+
+// The scanner finds what the decoded tree holds, for every path into a varied object,
+// and nothing where the tree has nothing.
+func TestScanAgreesWithTheTree(t *testing.T) {
+	text := `{"a": {"b\"c": [1, -2.5e3, {"d": "x\\y\"z]}"}, [], {}], "e": null, "f": true,
+	  "g": "\u00e9\ud83e\udd80", "h": {"": 0}, "dup": 1, "dup": {"k": 2}}, "z": [[0, [1]]]}`
+	obj, err := ParseObject(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree, _ := Decode(text)
+	var walk func(v any, keys []string)
+	checked := 0
+	walk = func(v any, keys []string) {
+		got, ok := obj.getIn(keys...)
+		if !ok || !reflect.DeepEqual(got, v) {
+			t.Errorf("%q: %#v %v, want %#v", keys, got, ok, v)
+		}
+		checked++
+		for _, missing := range []string{"nope", "9", "-1", "01"} {
+			want, wantOK := GetIn(tree, append(append([]string{}, keys...), missing)...)
+			if got, ok := obj.getIn(append(append([]string{}, keys...), missing)...); ok != wantOK || !reflect.DeepEqual(got, want) {
+				t.Errorf("%q + %q: %#v %v, want %#v %v", keys, missing, got, ok, want, wantOK)
+			}
+		}
+		switch node := v.(type) {
+		case map[string]any:
+			for k, child := range node {
+				walk(child, append(append([]string{}, keys...), k))
+			}
+		case []any:
+			for i, child := range node {
+				walk(child, append(append([]string{}, keys...), strconv.Itoa(i)))
+			}
+		}
+	}
+	walk(tree, nil)
+	if checked < 20 {
+		t.Errorf("walked %d values", checked)
+	}
+	for _, bad := range []string{``, `{`, `{"a": [}`, `"x`, `{"a": 1}}`} {
+		if _, err := ParseObject(bad); err == nil {
+			t.Errorf("%q: accepted", bad)
+		}
 	}
 }
