@@ -438,10 +438,10 @@ impl Plugin {
 
     /// Run `f` on a warm instance within the plugin's deadline and memory limit.
     ///
-    /// A component that imports WASI is called on a scoped thread when the caller is
-    /// inside a tokio runtime: wasmtime-wasi's synchronous bindings block on their own
-    /// runtime and must not run on one of tokio's threads. Pure-compute plugins (the
-    /// usual Rust, C and Zig ones) are called directly.
+    /// A component that imports WASI is called on a thread of `super::offload` when the
+    /// caller is inside a tokio runtime: wasmtime-wasi's synchronous bindings block on
+    /// their own runtime and must not run on one of tokio's threads. Pure-compute plugins
+    /// (the usual Rust, C and Zig ones) are called directly.
     fn call<R: Send>(
         &self,
         capability: Capability,
@@ -472,12 +472,11 @@ impl Plugin {
             (result, ran.elapsed())
         };
         let (result, ran) = if self.needs_wasi && tokio::runtime::Handle::try_current().is_ok() {
-            std::thread::scope(|scope| match scope.spawn(run).join() {
-                Ok(answer) => answer,
-                Err(_) => (
+            super::offload::run_off_runtime(run).unwrap_or_else(|()| {
+                (
                     Err(self.error(capability, Cause::Trap("host panic".to_owned()))),
                     Duration::ZERO,
-                ),
+                )
             })
         } else {
             run()

@@ -27,6 +27,7 @@ pub mod fetch;
 pub mod host;
 pub mod invoke;
 pub mod loaded;
+mod offload;
 pub mod oci;
 pub mod resource;
 pub mod rollout;

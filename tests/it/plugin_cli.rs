@@ -202,7 +202,7 @@ fn check_prints_the_stage_plugin_that_deploys_the_component() {
     let parsed = kstage::plugin::resource::ResourcePlugin::parse(&manifest)
         .expect("kstage accepts the StagePlugin it prints");
     assert_eq!(parsed.name, "fixture");
-    assert_eq!(parsed.sha256, sha256);
+    assert_eq!(parsed.sha256.as_deref(), Some(sha256.as_str()));
     assert_eq!(parsed.bind, [kstage::plugin::Capability::Classifier]);
     assert_eq!(
         parsed.source,
@@ -220,6 +220,19 @@ fn check_prints_the_stage_plugin_that_deploys_the_component() {
     assert!(report.contains("kind: StagePlugin\n"), "{report}");
     assert!(report.contains(&format!("url: {url}\n")), "{report}");
     assert!(report.contains(&format!("sha256: {sha256}\n")), "{report}");
+    // A registry source reads back too.
+    let reference = "oci://registry.example/plugins/fixture:1.0";
+    let out = kstage(
+        &cache,
+        &["plugin", "check", &wasm, "--manifest", "--oci", reference],
+    );
+    let manifest = kstage::yaml::to_json(&text(&out.stdout)).expect("the manifest is YAML");
+    let parsed = kstage::plugin::resource::ResourcePlugin::parse(&manifest)
+        .expect("kstage accepts the StagePlugin it prints");
+    assert!(
+        matches!(parsed.source, kstage::plugin::resource::Source::Oci { .. }),
+        "{manifest}"
+    );
     // A source that is not a URL is refused before anything loads.
     let out = kstage(&cache, &["plugin", "check", &wasm, "--url", "ftp://x"]);
     assert_eq!(out.status.code(), Some(1));

@@ -31,12 +31,16 @@ pub struct CheckArgs {
         long,
         value_name = "NAMESPACE/NAME",
         default_value = "kstage/kstage-plugin-components",
-        conflicts_with = "url"
+        conflicts_with_all = ["url", "oci"]
     )]
     config_map: String,
     /// The StagePlugin's source: an http or https URL serving the component.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "oci")]
     url: Option<String>,
+    /// The StagePlugin's source: an OCI reference (`oci://REGISTRY/REPOSITORY:TAG`, as
+    /// `kstage plugin push` printed it).
+    #[arg(long)]
+    oci: Option<String>,
 }
 
 /// The largest component a ConfigMap source holds, about: kube-apiserver refuses a body
@@ -55,10 +59,17 @@ enum ManifestSource {
     },
     /// A URL.
     Url(String),
+    /// An OCI reference.
+    Oci(String),
 }
 
 impl ManifestSource {
     fn from_args(args: &CheckArgs) -> anyhow::Result<Self> {
+        if let Some(reference) = &args.oci {
+            crate::plugin::oci::parse_reference(reference)
+                .map_err(|e| anyhow::anyhow!("--oci: {e}"))?;
+            return Ok(Self::Oci(reference.clone()));
+        }
         if let Some(url) = &args.url {
             if !(url.starts_with("http://") || url.starts_with("https://")) {
                 anyhow::bail!("--url {url:?}: not an http or https URL");
@@ -92,6 +103,7 @@ impl ManifestSource {
                 key,
             } => json!({"configMap": {"namespace": namespace, "name": name, "key": key}}),
             Self::Url(url) => json!({"url": url}),
+            Self::Oci(reference) => json!({"oci": {"reference": reference}}),
         }
     }
 
@@ -103,7 +115,7 @@ impl ManifestSource {
             } => Some(format!(
                 "kubectl -n {namespace} create configmap {name} --from-file={file}"
             )),
-            Self::Url(_) => None,
+            Self::Url(_) | Self::Oci(_) => None,
         }
     }
 }
@@ -214,7 +226,7 @@ fn size_note(size: u64, source: &ManifestSource) -> Option<String> {
     (matches!(source, ManifestSource::ConfigMap { .. }) && size > CONFIG_MAP_LIMIT).then(|| {
         format!(
             "the component is {:.1} MiB: a ConfigMap holds about 1 MiB of component; \
-             serve it from a URL instead (--url)",
+             serve it from a registry (--oci) or a URL (--url) instead",
             size as f64 / f64::from(1 << 20)
         )
     })

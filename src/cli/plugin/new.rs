@@ -743,6 +743,7 @@ mod templates {
             ("sdk/go/README.md", repo_file!("plugins/sdk/go/README.md")),
             ("sdk/go/plugin.go", repo_file!("plugins/sdk/go/plugin.go")),
             ("sdk/go/object.go", repo_file!("plugins/sdk/go/object.go")),
+            ("sdk/go/scan.go", repo_file!("plugins/sdk/go/scan.go")),
             ("sdk/go/host.go", repo_file!("plugins/sdk/go/host.go")),
             (
                 "sdk/go/kstage-go-build",
@@ -755,6 +756,10 @@ mod templates {
             (
                 "sdk/go/glue/main.go.in",
                 repo_file!("plugins/sdk/go/glue/main.go.in"),
+            ),
+            (
+                "sdk/go/glue/gc.go.in",
+                repo_file!("plugins/sdk/go/glue/gc.go.in"),
             ),
             (
                 "sdk/go/glue/metadata.go.in",
