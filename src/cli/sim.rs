@@ -177,6 +177,7 @@ pub(super) fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
             }
             None => None,
         };
+        let loaded = plugins.clone();
         let deciders = plugins
             .as_ref()
             .map_or_else(crate::decide::Deciders::default, |set| set.deciders());
@@ -195,8 +196,10 @@ pub(super) fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
             plugins,
             swaps,
         };
-        anyhow::Ok(crate::sim::run(stages, clock, objects, config).await?)
+        let report = crate::sim::run(stages, clock, objects, config).await?;
+        anyhow::Ok((report, loaded))
     })?;
+    let (report, loaded) = report;
     let wall = report.wall.as_secs_f64();
     match output {
         SimOutput::Text => {
@@ -234,6 +237,9 @@ pub(super) fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
         wall,
         s.transitions as f64 / wall.max(1e-9),
     );
+    if let Some(set) = loaded {
+        eprint!("{}", plugin_calls(&set));
+    }
     if s.slowed > 0 {
         eprintln!(
             "kstage sim: {} object{} played Stages in a loop (back to back with no delay, each output matching a Stage again at once) and {} slowed down by the loop guard: see the warnings above; the run went on to --until",
@@ -247,6 +253,30 @@ pub(super) fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// One stderr line per plugin capability called in the run: calls, failures, and the
+/// mean wall time per call (wall time: stdout stays reproducible).
+fn plugin_calls(set: &crate::plugin::PluginSet) -> String {
+    use std::sync::atomic::Ordering;
+    let mut out = String::new();
+    for plugin in set.plugins() {
+        for capability in plugin.capabilities() {
+            let stats = plugin.stats(*capability);
+            let calls = stats.calls.load(Ordering::Relaxed);
+            if calls == 0 {
+                continue;
+            }
+            let micros = stats.micros.load(Ordering::Relaxed);
+            out.push_str(&format!(
+                "kstage sim: plugin {} {capability}: {calls} calls, {} failed, {:.1} µs per call\n",
+                plugin.info().name,
+                stats.failures.load(Ordering::Relaxed),
+                micros as f64 / calls as f64,
+            ));
+        }
+    }
+    out
 }
 
 /// Each object `copies` times, renamed `NAME-i` (unchanged when `copies` is 1).
