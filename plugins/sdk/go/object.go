@@ -239,15 +239,24 @@ func SplitPath(path string) ([]string, error) {
 	return keys, nil
 }
 
-// closingQuote is the index of the quote closing a string whose text starts at from.
+// closingQuote is the index of the quote closing a string whose text starts at from:
+// the next quote not escaped, that is not preceded by an odd run of backslashes
+// (strings.IndexByte finds quotes faster than a loop over every byte).
 func closingQuote(s string, from int) int {
-	for i := from; i < len(s); i++ {
-		switch s[i] {
-		case '\\':
-			i++
-		case '"':
-			return i
+	for i := from; i < len(s); {
+		j := strings.IndexByte(s[i:], '"')
+		if j < 0 {
+			return -1
 		}
+		quote := i + j
+		backslashes := 0
+		for k := quote - 1; k >= from && s[k] == '\\'; k-- {
+			backslashes++
+		}
+		if backslashes%2 == 0 {
+			return quote
+		}
+		i = quote + 1
 	}
 	return -1
 }

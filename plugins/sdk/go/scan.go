@@ -29,7 +29,7 @@ func valueEnd(s string, i int) int {
 		return containerEnd(s, i)
 	default:
 		j := i
-		for j < len(s) && !strings.ContainsRune(" \t\r\n,:]}", rune(s[j])) {
+		for j < len(s) && !endsLiteral(s[j]) {
 			j++
 		}
 		if j == i {
@@ -62,6 +62,15 @@ func containerEnd(s string, i int) int {
 	return -1
 }
 
+// endsLiteral says whether c ends a number, true, false or null.
+func endsLiteral(c byte) bool {
+	switch c {
+	case ' ', '\t', '\r', '\n', ',', ':', ']', '}':
+		return true
+	}
+	return false
+}
+
 func skipBlanks(s string, i int) int {
 	for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\r' || s[i] == '\n') {
 		i++
@@ -69,80 +78,82 @@ func skipBlanks(s string, i int) int {
 	return i
 }
 
-// lookupRaw is the text of the value reached by keys from the value at s[i:], as
-// GetIn finds it in the decoded tree (the last of duplicate keys wins, as in
-// encoding/json).
+// lookupRaw is the text of the value reached by keys, as GetIn finds it in the decoded
+// tree. It scans only what lies before each key on the way, and stops at the first
+// member with the key (kstage sends no object with a key twice).
 func lookupRaw(s string, keys []string) (string, bool) {
 	start := skipBlanks(s, 0)
-	end := valueEnd(s, start)
-	if end < 0 {
-		return "", false
-	}
 	for _, key := range keys {
 		var ok bool
+		if start >= len(s) {
+			return "", false
+		}
 		switch s[start] {
 		case '{':
-			start, end, ok = member(s, start, key)
+			start, ok = member(s, start, key)
 		case '[':
-			start, end, ok = element(s, start, key)
+			start, ok = element(s, start, key)
 		}
 		if !ok {
 			return "", false
 		}
 	}
+	end := valueEnd(s, start)
+	if end < 0 {
+		return "", false
+	}
 	return s[start:end], true
 }
 
-// member is the span of the value of key in the object opening at i.
-func member(s string, i int, key string) (int, int, bool) {
-	found, foundEnd := -1, -1
+// member is where the value of key starts in the object opening at i.
+func member(s string, i int, key string) (int, bool) {
 	i = skipBlanks(s, i+1)
 	for i < len(s) && s[i] != '}' {
 		keyEnd := valueEnd(s, i)
 		if keyEnd < 0 || s[i] != '"' {
-			return 0, 0, false
+			return 0, false
 		}
 		colon := skipBlanks(s, keyEnd)
 		if colon >= len(s) || s[colon] != ':' {
-			return 0, 0, false
+			return 0, false
 		}
 		start := skipBlanks(s, colon+1)
+		if keyIs(s[i:keyEnd], key) {
+			return start, true
+		}
 		end := valueEnd(s, start)
 		if end < 0 {
-			return 0, 0, false
-		}
-		if keyIs(s[i:keyEnd], key) {
-			found, foundEnd = start, end
+			return 0, false
 		}
 		i = skipBlanks(s, end)
 		if i < len(s) && s[i] == ',' {
 			i = skipBlanks(s, i+1)
 		}
 	}
-	return found, foundEnd, found >= 0
+	return 0, false
 }
 
-// element is the span of element number key of the array opening at i.
-func element(s string, i int, key string) (int, int, bool) {
+// element is where element number key starts in the array opening at i.
+func element(s string, i int, key string) (int, bool) {
 	n, err := strconv.Atoi(key)
 	if err != nil || !isIndex(key) {
-		return 0, 0, false
+		return 0, false
 	}
 	i = skipBlanks(s, i+1)
 	for index := 0; i < len(s) && s[i] != ']'; index++ {
+		if index == n {
+			return i, true
+		}
 		end := valueEnd(s, i)
 		if end < 0 {
-			return 0, 0, false
-		}
-		if index == n {
-			return i, end, true
+			return 0, false
 		}
 		i = skipBlanks(s, end)
 		if i < len(s) && s[i] == ',' {
 			i = skipBlanks(s, i+1)
 		}
 	}
-	return 0, 0, false
+	return 0, false
 }
 
 // keyIs says whether the quoted JSON string quoted is key.
