@@ -121,16 +121,25 @@ func member(s string, i int, key string) (int, bool) {
 		if keyIs(s[i:keyEnd], key) {
 			return start, true
 		}
-		end := valueEnd(s, start)
-		if end < 0 {
+		if i = afterValue(s, start); i < 0 {
 			return 0, false
-		}
-		i = skipBlanks(s, end)
-		if i < len(s) && s[i] == ',' {
-			i = skipBlanks(s, i+1)
 		}
 	}
 	return 0, false
+}
+
+// afterValue is where the next member or element starts after the value at i (past
+// its comma), or the closing bracket; -1 when the value does not end.
+func afterValue(s string, i int) int {
+	end := valueEnd(s, i)
+	if end < 0 {
+		return -1
+	}
+	i = skipBlanks(s, end)
+	if i < len(s) && s[i] == ',' {
+		i = skipBlanks(s, i+1)
+	}
+	return i
 }
 
 // element is where element number key starts in the array opening at i.
@@ -144,13 +153,8 @@ func element(s string, i int, key string) (int, bool) {
 		if index == n {
 			return i, true
 		}
-		end := valueEnd(s, i)
-		if end < 0 {
+		if i = afterValue(s, i); i < 0 {
 			return 0, false
-		}
-		i = skipBlanks(s, end)
-		if i < len(s) && s[i] == ',' {
-			i = skipBlanks(s, i+1)
 		}
 	}
 	return 0, false
