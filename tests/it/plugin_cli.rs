@@ -275,3 +275,26 @@ fn sim_says_how_long_its_plugins_took_to_start_and_where_their_code_came_from() 
     let log = text(&second.stderr);
     assert!(log.contains(", read from the cache in "), "{log}");
 }
+
+/// The configs the plugin docs run `kstage sim --config` with name the example
+/// components `plugins/build` writes.
+#[test]
+fn the_example_plugin_configs_name_the_example_components() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for name in ["chaos-router", "label-router", "hash-router"] {
+        let file = match name {
+            "chaos-router" => "config.yaml".to_owned(),
+            other => format!("{other}.yaml"),
+        };
+        let config =
+            kstage::plugin::config::PluginConfig::read(&root.join("examples/plugins").join(file))
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let plugin = &config.plugins[0];
+        assert_eq!(plugin.name, name);
+        assert!(
+            plugin.path.ends_with(format!("target/plugins/{name}.wasm")),
+            "{}",
+            plugin.path.display()
+        );
+    }
+}
